@@ -1,0 +1,66 @@
+//! `KuraGateway`: a dedicated per-account ingress gateway (an ingress controller
+//! Deployment, its Service and its IngressClass), rendered by the instance
+//! controller when an instance resolves to a dedicated gateway.
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "kura.dev",
+    version = "v1alpha1",
+    kind = "KuraGateway",
+    namespaced,
+    status = "KuraGatewayStatus",
+    shortname = "kgw",
+    category = "kura",
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClassName"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KuraGatewaySpec {
+    #[schemars(length(min = 1, max = 40), regex(pattern = super::instance::DNS_LABEL))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("account is immutable"))]
+    pub account: String,
+    #[schemars(length(min = 1, max = 32), regex(pattern = super::instance::DNS_LABEL))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("region is immutable"))]
+    pub region: String,
+    /// The IngressClass this gateway serves (cluster-scoped, created by the gateway).
+    #[schemars(length(min = 1, max = 253), regex(pattern = super::instance::DNS_SUBDOMAIN))]
+    pub ingress_class_name: String,
+    /// The ingress controller implementation name written to `IngressClass.spec.controller`.
+    #[schemars(length(min = 1, max = 253))]
+    pub controller: String,
+    #[schemars(length(min = 1, max = 255))]
+    pub image: String,
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 8))]
+    pub replicas: i32,
+}
+
+fn one() -> i32 {
+    1
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KuraGatewayStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,272 @@
+//! `KuraInstance`: one Kura cache instance for one account in one region.
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+/// DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.
+pub const DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// DNS-1123 subdomain: dot-separated DNS labels.
+pub const DNS_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// An image reference with an explicit tag or digest (no implicit `latest`).
+pub const IMAGE_REF: &str = r"^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*((:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})(@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$";
+/// Storage sizes in binary units, e.g. `10Gi`.
+pub const STORAGE_SIZE: &str = r"^[1-9][0-9]{0,5}(Mi|Gi|Ti)$";
+pub const CPU_QUANTITY: &str = r"^([1-9][0-9]{0,5}m|[0-9]{1,3}(\.[0-9]{1,3})?)$";
+pub const MEMORY_QUANTITY: &str = r"^[1-9][0-9]{0,8}(Ki|Mi|Gi|Ti)?$";
+pub const ENV_NAME: &str = r"^[A-Za-z_][A-Za-z0-9_]*$";
+
+pub const MAX_INSTANCE_NAME: usize = 40;
+pub const MAX_ACCOUNT: usize = 40;
+pub const MAX_REGION: usize = 32;
+pub const MAX_REPLICAS: i32 = 16;
+pub const MAX_ENV: usize = 64;
+pub const MAX_ENV_VALUE: usize = 4096;
+pub const MAX_ALIASES: usize = 8;
+
+/// A Kura cache instance. The operator renders its children from this spec and the
+/// operator's region configuration; the content hash of that rendering is the
+/// instance's revision.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "kura.dev",
+    version = "v1alpha1",
+    kind = "KuraInstance",
+    namespaced,
+    status = "KuraInstanceStatus",
+    shortname = "kura",
+    shortname = "ki",
+    category = "kura",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Image", type_ = "string", json_path = ".spec.image", priority = "1"),
+    printcolumn(name = "Desired", type_ = "string", json_path = ".status.desiredRevisionShort"),
+    printcolumn(name = "Applied", type_ = "string", json_path = ".status.appliedRevisionShort"),
+    printcolumn(name = "Class", type_ = "string", json_path = ".status.gateway.ingressClassName"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("self.metadata.name.size() <= 40").message("metadata.name: must be at most 40 characters (children append suffixes)"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KuraInstanceSpec {
+    /// Account this instance serves. Immutable.
+    #[schemars(length(min = 1, max = 40), regex(pattern = DNS_LABEL))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("account is immutable"))]
+    pub account: String,
+
+    /// Region, one of the operator configuration's regions. Immutable.
+    #[schemars(length(min = 1, max = 32), regex(pattern = DNS_LABEL))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("region is immutable"))]
+    pub region: String,
+
+    /// Container image with an explicit tag or digest.
+    #[schemars(length(min = 1, max = 255), regex(pattern = IMAGE_REF))]
+    pub image: String,
+
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 16))]
+    pub replicas: i32,
+
+    /// Public host name; defaults to `<account>.<region>.<region domain>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub host: Option<String>,
+
+    /// Further host names, each served by an Ingress of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), extend("x-kubernetes-list-type" = "set"), inner(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN)))]
+    pub aliases: Vec<String>,
+
+    pub storage: StorageSpec,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesSpec>,
+
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub env: Vec<EnvVar>,
+
+    #[serde(default)]
+    pub gateway: GatewaySpec,
+
+    /// While paused the operator observes and reports but applies and deletes nothing.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Size of each replica's cache volume, e.g. `10Gi`. Immutable: a StatefulSet's
+    /// volume claim templates cannot change.
+    #[schemars(length(min = 2, max = 10), regex(pattern = STORAGE_SIZE))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("storage.size is immutable (volume claim templates cannot change)"))]
+    pub size: String,
+    /// StorageClass; defaults to the region's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("storage.class is immutable (volume claim templates cannot change)"))]
+    pub class: Option<String>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.memory) || !has(self.limits.memory) || quantity(self.limits.memory).compareTo(quantity(self.requests.memory)) >= 0").message("resources.limits.memory must be at least resources.requests.memory"))]
+#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.cpu) || !has(self.limits.cpu) || quantity(self.limits.cpu).compareTo(quantity(self.requests.cpu)) >= 0").message("resources.limits.cpu must be at least resources.requests.cpu"))]
+pub struct ResourcesSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<ResourceAmounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ResourceAmounts>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceAmounts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 12), regex(pattern = CPU_QUANTITY))]
+    pub cpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 12), regex(pattern = MEMORY_QUANTITY))]
+    pub memory: Option<String>,
+}
+
+/// An environment variable: a literal value or a reference to a Secret key (so that
+/// secret values never appear in the spec, the rendered manifests or the logs).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.value) != has(self.secretKeyRef)").message("env: exactly one of value or secretKeyRef must be set"))]
+pub struct EnvVar {
+    #[schemars(length(min = 1, max = 128), regex(pattern = ENV_NAME))]
+    #[x_kube(validation = Rule::new("!self.startsWith('KURA_')").message("env name: the KURA_ prefix is reserved for the operator"))]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKeyRef>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    #[serde(default)]
+    pub mode: GatewayMode,
+}
+
+/// `Auto` resolves per region: `host` (bare-metal) regions use the shared ingress
+/// class, `cloud` regions a dedicated per-account gateway.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord,
+)]
+pub enum GatewayMode {
+    #[default]
+    Auto,
+    Dedicated,
+    Shared,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KuraInstanceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Content hash of the manifests the current spec and configuration render.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_revision_short: Option<String>,
+    /// The revision whose manifests were last applied successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_revision_short: Option<String>,
+    /// The revision of the last apply attempt, successful or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_image: Option<String>,
+    /// The last force token (`kura.dev/reapply-at`) that was acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reapply_at: Option<String>,
+    /// Every object the applied revision consists of, with its own hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// Spec or configuration is invalid; nothing is applied until it changes.
+    Invalid,
+    /// Manifests are being applied.
+    Applying,
+    /// Applied; waiting for the workload and the ingresses to become active.
+    Activating,
+    Ready,
+    /// Apply failed; retrying with backoff.
+    Retrying,
+    /// The retry budget is exhausted; a bounded retry follows after a window.
+    Stalled,
+    Paused,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryEntry {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// sha256 of the object's canonical form (without the revision stamp).
+    pub hash: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatus {
+    pub mode: GatewayMode,
+    pub ingress_class_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_name: Option<String>,
+}
+
+/// Failure bookkeeping, kept in status so that a restarted operator resumes the
+/// same budget instead of starting a fresh hot loop.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryStatus {
+    /// Consecutive failed attempts of `inputsKey`.
+    pub failures: i64,
+    /// Identifies the inputs the failures belong to (revision and force token); a
+    /// change of inputs starts a fresh budget.
+    pub inputs_key: String,
+    pub last_error: String,
+    /// RFC 3339 time of the last failed attempt.
+    pub last_failure_time: String,
+}

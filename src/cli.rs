@@ -1,0 +1,131 @@
+//! The offline subcommands: `crd` and `render`.
+
+use std::path::{Path, PathBuf};
+
+use kura_operator::api::{KuraInstance, crd_documents};
+use kura_operator::config::OperatorConfig;
+use kura_operator::render::{self, hash};
+use kura_operator::validate::validate;
+
+#[derive(clap::Args)]
+pub struct RenderArgs {
+    /// KuraInstance manifest(s) (YAML; several documents allowed).
+    #[arg(short = 'f', long = "filename")]
+    file: PathBuf,
+    /// Operator configuration file.
+    #[arg(long, env = "KURA_CONFIG")]
+    config: PathBuf,
+    /// Say which inputs fed the revision.
+    #[arg(long)]
+    explain: bool,
+    /// Print only the revision of each instance.
+    #[arg(long)]
+    revision_only: bool,
+}
+
+pub type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+pub fn crd(output_dir: Option<&Path>) -> CliResult {
+    for (file, yaml) in crd_documents() {
+        match output_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                std::fs::write(dir.join(file), &yaml)?;
+            }
+            None => print!("---\n{yaml}"),
+        }
+    }
+    Ok(())
+}
+
+pub fn render(args: &RenderArgs) -> CliResult {
+    let config = OperatorConfig::load(&args.config)?;
+    let text =
+        std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let mut failed = false;
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_yaml::Value::deserialize(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        let instance: KuraInstance =
+            serde_yaml::from_value(value).map_err(|e| format!("{}: {e}", args.file.display()))?;
+        let name = instance.metadata.name.clone().unwrap_or_default();
+        let validated = match validate(&instance, &config) {
+            Ok(v) => v,
+            Err(errors) => {
+                for e in &errors.0 {
+                    eprintln!("{name}: {e}");
+                }
+                failed = true;
+                continue;
+            }
+        };
+        let desired = render::render(&validated, &config);
+        if args.revision_only {
+            println!("{name} {}", desired.revision);
+            continue;
+        }
+        println!(
+            "# instance {name}: revision {} (pod template {})",
+            desired.revision, desired.pod_template_hash
+        );
+        for o in &desired.objects {
+            println!("#   {} hash {}", o.id, o.hash);
+        }
+        if args.explain {
+            explain(&validated, &config, &desired);
+        }
+        for o in &desired.objects {
+            print!("---\n{}", serde_yaml::to_string(&o.body)?);
+        }
+    }
+    if failed {
+        Err("invalid input; nothing rendered for the instances above".into())
+    } else {
+        Ok(())
+    }
+}
+
+use serde::Deserialize;
+
+fn explain(
+    v: &kura_operator::validate::ValidatedInstance,
+    config: &OperatorConfig,
+    desired: &render::Desired,
+) {
+    let region = &config.regions[&v.region];
+    println!(
+        "# the revision is sha256 over the per-object hashes above, in that order; each object hash"
+    );
+    println!("# is sha256 of the object's canonical JSON. The rendered objects came from:");
+    println!(
+        "#   spec: account={} region={} image={} replicas={} host={} aliases={:?}",
+        v.account, v.region, v.image, v.replicas, v.host, v.aliases
+    );
+    println!(
+        "#   spec: storage={} class={:?} env={} variables",
+        v.storage_size,
+        v.storage_class,
+        v.env.len()
+    );
+    println!(
+        "#   config regions.{}: network={:?} sharedIngressClass={} domain={} storageClass={:?}",
+        v.region, region.network, region.shared_ingress_class, region.domain, region.storage_class
+    );
+    println!(
+        "#   resolved gateway: mode={:?} ingressClass={} gateway={:?}",
+        v.gateway.mode, v.gateway.ingress_class_name, v.gateway.gateway_name
+    );
+    if v.gateway.gateway_name.is_some() {
+        println!(
+            "#   config gateway: image={} controller={} replicas={}",
+            config.gateway.image, config.gateway.controller, config.gateway.replicas
+        );
+    }
+    println!(
+        "#   metadata: name={} namespace={} uid={:?} (owner references)",
+        v.name, v.namespace, v.uid
+    );
+    println!("#   short revision: {}", hash::short(&desired.revision));
+}

@@ -1,0 +1,240 @@
+//! The operator configuration: regions and gateway defaults, read from a YAML
+//! file (mounted from a ConfigMap by the chart). It is an input of every
+//! rendering, so changing it changes revisions.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::instance::{CPU_QUANTITY, DNS_LABEL, DNS_SUBDOMAIN, MEMORY_QUANTITY};
+use crate::api::{ResourceAmounts, ResourcesSpec};
+use crate::validate::{FieldError, ValidationErrors, matches};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OperatorConfig {
+    #[serde(default)]
+    pub gateway: GatewayDefaults,
+    /// Keyed by region name (a DNS label).
+    pub regions: BTreeMap<String, RegionConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayDefaults {
+    /// Image of the dedicated gateway's ingress controller.
+    pub image: String,
+    /// `IngressClass.spec.controller` of dedicated gateways.
+    pub controller: String,
+    pub replicas: i32,
+}
+
+impl Default for GatewayDefaults {
+    fn default() -> Self {
+        GatewayDefaults {
+            image: "registry.k8s.io/ingress-nginx/controller:v1.12.1".into(),
+            controller: "kura.dev/gateway".into(),
+            replicas: 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// Cloud networking: load balancers exist, a dedicated gateway can get an address.
+    Cloud,
+    /// Bare-metal host networking: only one process can bind :80/:443 on a node,
+    /// so instances share the region's ingress class.
+    Host,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegionConfig {
+    pub network: NetworkMode,
+    /// The region's shared ingress class.
+    pub shared_ingress_class: String,
+    /// DNS domain; an instance's default host is `<account>.<region>.<domain>`.
+    pub domain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    #[serde(default)]
+    pub default_resources: ResourcesSpec,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("operator config {path}: cannot read: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("operator config {path}: {source}")]
+    Parse {
+        path: String,
+        source: serde_yaml::Error,
+    },
+    #[error("operator config {path}: {errors}")]
+    Invalid {
+        path: String,
+        errors: ValidationErrors,
+    },
+}
+
+impl OperatorConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { source, .. } => ConfigError::Parse {
+                path: shown,
+                source,
+            },
+            ConfigError::Invalid { errors, .. } => ConfigError::Invalid {
+                path: shown,
+                errors,
+            },
+            other => other,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let config: OperatorConfig =
+            serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
+                path: "<inline>".into(),
+                source,
+            })?;
+        config.validate().map_err(|errors| ConfigError::Invalid {
+            path: "<inline>".into(),
+            errors,
+        })?;
+        Ok(config)
+    }
+
+    /// Every rule, every error with its path; an invalid configuration never starts
+    /// the operator (and is never partially used).
+    pub fn validate(&self) -> Result<(), ValidationErrors> {
+        let mut errs = Vec::new();
+        let gw = &self.gateway;
+        if gw.image.is_empty() || gw.image.len() > 255 {
+            errs.push(FieldError::new(
+                "gateway.image",
+                "must be 1 to 255 characters",
+            ));
+        }
+        if gw.controller.is_empty() || gw.controller.len() > 253 || !gw.controller.contains('/') {
+            errs.push(FieldError::new("gateway.controller", "must be a domain-prefixed path such as example.com/ingress, at most 253 characters"));
+        }
+        if !(1..=8).contains(&gw.replicas) {
+            errs.push(FieldError::new(
+                "gateway.replicas",
+                "must be between 1 and 8",
+            ));
+        }
+        if self.regions.is_empty() {
+            errs.push(FieldError::new(
+                "regions",
+                "at least one region is required",
+            ));
+        }
+        for (name, region) in &self.regions {
+            let at = |field: &str| format!("regions.{name}.{field}");
+            if name.len() > 32 || !matches(DNS_LABEL, name) {
+                errs.push(FieldError::new(
+                    format!("regions.{name}"),
+                    "region name must be a DNS label of at most 32 characters",
+                ));
+            }
+            if region.shared_ingress_class.len() > 253
+                || !matches(DNS_SUBDOMAIN, &region.shared_ingress_class)
+            {
+                errs.push(FieldError::new(
+                    at("sharedIngressClass"),
+                    "must be a DNS subdomain of at most 253 characters",
+                ));
+            }
+            if region.domain.len() > 180 || !matches(DNS_SUBDOMAIN, &region.domain) {
+                errs.push(FieldError::new(
+                    at("domain"),
+                    "must be a DNS subdomain of at most 180 characters",
+                ));
+            }
+            if let Some(class) = &region.storage_class
+                && (class.len() > 253 || !matches(DNS_SUBDOMAIN, class))
+            {
+                errs.push(FieldError::new(
+                    at("storageClass"),
+                    "must be a DNS subdomain of at most 253 characters",
+                ));
+            }
+            check_resources(
+                &at("defaultResources"),
+                &region.default_resources,
+                &mut errs,
+            );
+        }
+        ValidationErrors::from_vec(errs)
+    }
+}
+
+/// Shared by the configuration's defaults and an instance's own resources.
+pub(crate) fn check_resources(path: &str, resources: &ResourcesSpec, errs: &mut Vec<FieldError>) {
+    let check = |part: &str, amounts: &Option<ResourceAmounts>, errs: &mut Vec<FieldError>| {
+        let Some(a) = amounts else { return };
+        if let Some(cpu) = &a.cpu
+            && !matches(CPU_QUANTITY, cpu)
+        {
+            errs.push(FieldError::new(
+                format!("{path}.{part}.cpu"),
+                format!("{cpu:?} is not a CPU quantity such as 250m or 1.5"),
+            ));
+        }
+        if let Some(mem) = &a.memory
+            && !matches(MEMORY_QUANTITY, mem)
+        {
+            errs.push(FieldError::new(
+                format!("{path}.{part}.memory"),
+                format!("{mem:?} is not a memory quantity such as 512Mi"),
+            ));
+        }
+    };
+    check("requests", &resources.requests, errs);
+    check("limits", &resources.limits, errs);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub const EXAMPLE: &str = include_str!("../examples/config.yaml");
+
+    #[test]
+    fn example_config_is_valid() {
+        let config = OperatorConfig::parse(EXAMPLE).unwrap();
+        assert!(
+            config
+                .regions
+                .values()
+                .any(|r| r.network == NetworkMode::Cloud)
+        );
+        assert!(
+            config
+                .regions
+                .values()
+                .any(|r| r.network == NetworkMode::Host)
+        );
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_with_its_name() {
+        let err = OperatorConfig::parse("regions: {}\nregoins: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("regoins"), "{err}");
+    }
+}

@@ -1,0 +1,49 @@
+//! kura-operator command line: wiring only.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+#[derive(Parser)]
+#[command(
+    name = "kura-operator",
+    version,
+    about = "Reconciles Kura cache instances; the revision is the content hash of the rendered manifests"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the CustomResourceDefinitions as YAML files (the source of crds/).
+    Crd {
+        /// Directory to write into; prints to stdout when absent.
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+    },
+    /// Render an instance's manifests offline; prints them with the revision and each object's hash.
+    Render(cli::RenderArgs),
+    /// Run the operator.
+    Run(Box<kura_operator::run::RunArgs>),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crd { output_dir } => cli::crd(output_dir.as_deref()),
+        Command::Render(args) => cli::render(&args),
+        Command::Run(args) => kura_operator::run::main(*args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kura-operator: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

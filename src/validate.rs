@@ -1,0 +1,418 @@
+//! `validate`: every failure path of turning a `KuraInstance` and the operator
+//! configuration into render inputs. `render` itself cannot fail.
+//!
+//! The CRD schema rejects most bad input at admission; these checks repeat the
+//! schema's rules (objects can predate a CRD upgrade) and add the ones that need
+//! the configuration (the region must exist; a dedicated gateway cannot serve a
+//! host-network region).
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use regex::Regex;
+
+use crate::api::instance::*;
+use crate::config::{NetworkMode, OperatorConfig, RegionConfig, check_resources};
+use crate::names;
+
+/// One rejected field: its path from the object root and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationErrors(pub Vec<FieldError>);
+
+impl ValidationErrors {
+    pub fn from_vec(errors: Vec<FieldError>) -> Result<(), ValidationErrors> {
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationErrors(errors))
+        }
+    }
+}
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&parts.join("; "))
+    }
+}
+
+thread_local! {
+    static COMPILED: RefCell<HashMap<&'static str, Regex>> = RefCell::new(HashMap::new());
+}
+
+/// Whether `value` matches one of the API's pattern constants (compiled once per thread).
+pub fn matches(pattern: &'static str, value: &str) -> bool {
+    COMPILED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let re = cache
+            .entry(pattern)
+            .or_insert_with(|| Regex::new(pattern).expect("API patterns are valid regexes"));
+        re.is_match(value)
+    })
+}
+
+/// The gateway an instance resolved to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedGateway {
+    /// `Dedicated` or `Shared`, never `Auto`.
+    pub mode: GatewayMode,
+    pub ingress_class_name: String,
+    /// The `KuraGateway` name, for a dedicated gateway.
+    pub gateway_name: Option<String>,
+}
+
+/// Everything `render` needs, checked. Constructed only by [`validate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValidatedInstance {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub account: String,
+    pub region: String,
+    pub image: String,
+    pub replicas: i32,
+    pub host: String,
+    pub aliases: Vec<String>,
+    pub storage_size: String,
+    pub storage_class: Option<String>,
+    pub resources: ResourcesSpec,
+    pub env: Vec<EnvVar>,
+    pub gateway: ResolvedGateway,
+}
+
+/// Resolve `gateway.mode` for a region: `Auto` is `Shared` in host-network regions
+/// (a dedicated gateway can never bind :80/:443 on a single bare-metal node) and
+/// `Dedicated` in cloud regions.
+pub fn resolve_gateway(
+    mode: GatewayMode,
+    account: &str,
+    region_name: &str,
+    region: &RegionConfig,
+    namespace: &str,
+) -> Result<ResolvedGateway, FieldError> {
+    let effective = match (mode, region.network) {
+        (GatewayMode::Auto, NetworkMode::Host) | (GatewayMode::Shared, _) => GatewayMode::Shared,
+        (GatewayMode::Auto, NetworkMode::Cloud) | (GatewayMode::Dedicated, NetworkMode::Cloud) => {
+            GatewayMode::Dedicated
+        }
+        (GatewayMode::Dedicated, NetworkMode::Host) => {
+            return Err(FieldError::new(
+                "spec.gateway.mode",
+                format!(
+                    "Dedicated is not possible in region {region_name:?}: it uses host networking, where a dedicated gateway can never bind :80/:443; use Auto or Shared"
+                ),
+            ));
+        }
+    };
+    Ok(match effective {
+        GatewayMode::Shared => ResolvedGateway {
+            mode: GatewayMode::Shared,
+            ingress_class_name: region.shared_ingress_class.clone(),
+            gateway_name: None,
+        },
+        _ => {
+            let gateway = names::gateway(account, region_name);
+            ResolvedGateway {
+                mode: GatewayMode::Dedicated,
+                ingress_class_name: names::gateway_ingress_class(namespace, &gateway),
+                gateway_name: Some(gateway),
+            }
+        }
+    })
+}
+
+pub fn validate(
+    instance: &KuraInstance,
+    config: &OperatorConfig,
+) -> Result<ValidatedInstance, ValidationErrors> {
+    let mut errs = Vec::new();
+    let spec = &instance.spec;
+    let name = instance.metadata.name.clone().unwrap_or_default();
+    let namespace = instance
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+
+    if name.is_empty() || name.len() > MAX_INSTANCE_NAME || !matches(DNS_LABEL, &name) {
+        errs.push(FieldError::new("metadata.name", format!("must be a DNS label of at most {MAX_INSTANCE_NAME} characters (children append suffixes)")));
+    }
+    label_field("spec.account", &spec.account, MAX_ACCOUNT, &mut errs);
+    label_field("spec.region", &spec.region, MAX_REGION, &mut errs);
+    if spec.image.len() > 255 || !matches(IMAGE_REF, &spec.image) {
+        errs.push(FieldError::new(
+            "spec.image",
+            format!(
+                "{:?} is not an image reference with an explicit tag or digest",
+                spec.image
+            ),
+        ));
+    }
+    if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
+        errs.push(FieldError::new(
+            "spec.replicas",
+            format!(
+                "must be between 1 and {MAX_REPLICAS}, got {}",
+                spec.replicas
+            ),
+        ));
+    }
+    if let Some(host) = &spec.host {
+        subdomain_field("spec.host", host, &mut errs);
+    }
+    if spec.aliases.len() > MAX_ALIASES {
+        errs.push(FieldError::new(
+            "spec.aliases",
+            format!("at most {MAX_ALIASES} aliases, got {}", spec.aliases.len()),
+        ));
+    }
+    let mut seen_hosts = BTreeSet::new();
+    for (i, alias) in spec.aliases.iter().enumerate() {
+        subdomain_field(&format!("spec.aliases[{i}]"), alias, &mut errs);
+        if !seen_hosts.insert(alias.as_str()) {
+            errs.push(FieldError::new(
+                format!("spec.aliases[{i}]"),
+                format!("duplicate alias {alias:?}"),
+            ));
+        }
+    }
+    if !matches(STORAGE_SIZE, &spec.storage.size) {
+        errs.push(FieldError::new(
+            "spec.storage.size",
+            format!(
+                "{:?} is not a size such as 10Gi (Mi, Gi or Ti)",
+                spec.storage.size
+            ),
+        ));
+    }
+    if let Some(class) = &spec.storage.class {
+        subdomain_field("spec.storage.class", class, &mut errs);
+    }
+    if let Some(resources) = &spec.resources {
+        check_resources("spec.resources", resources, &mut errs);
+        check_limits_cover_requests("spec.resources", resources, &mut errs);
+    }
+    check_env(&spec.env, &mut errs);
+
+    let region = config.regions.get(&spec.region);
+    if region.is_none() && !spec.region.is_empty() {
+        let known: Vec<&str> = config.regions.keys().map(String::as_str).collect();
+        errs.push(FieldError::new(
+            "spec.region",
+            format!(
+                "region {:?} is not in the operator configuration (known: {})",
+                spec.region,
+                known.join(", ")
+            ),
+        ));
+    }
+    let gateway = region.and_then(|r| {
+        match resolve_gateway(
+            spec.gateway.mode,
+            &spec.account,
+            &spec.region,
+            r,
+            &namespace,
+        ) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                errs.push(e);
+                None
+            }
+        }
+    });
+    if let Some(host) = &spec.host
+        && spec.aliases.iter().any(|a| a == host)
+    {
+        errs.push(FieldError::new(
+            "spec.aliases",
+            format!("{host:?} is already spec.host"),
+        ));
+    }
+
+    ValidationErrors::from_vec(errs)?;
+    let (Some(region), Some(gateway)) = (region, gateway) else {
+        unreachable!("a missing region or gateway is always reported as an error above")
+    };
+    let host = spec
+        .host
+        .clone()
+        .unwrap_or_else(|| format!("{}.{}.{}", spec.account, spec.region, region.domain));
+    Ok(ValidatedInstance {
+        name,
+        namespace,
+        uid: instance.metadata.uid.clone().unwrap_or_default(),
+        account: spec.account.clone(),
+        region: spec.region.clone(),
+        image: spec.image.clone(),
+        replicas: spec.replicas,
+        host,
+        aliases: spec.aliases.clone(),
+        storage_size: spec.storage.size.clone(),
+        storage_class: spec
+            .storage
+            .class
+            .clone()
+            .or_else(|| region.storage_class.clone()),
+        resources: merge_resources(spec.resources.as_ref(), &region.default_resources),
+        env: spec.env.clone(),
+        gateway,
+    })
+}
+
+fn label_field(path: &str, value: &str, max: usize, errs: &mut Vec<FieldError>) {
+    if value.is_empty() || value.len() > max || !matches(DNS_LABEL, value) {
+        errs.push(FieldError::new(path, format!("{value:?} must be a DNS label (lower-case letters, digits, '-') of 1 to {max} characters")));
+    }
+}
+
+fn subdomain_field(path: &str, value: &str, errs: &mut Vec<FieldError>) {
+    if value.is_empty() || value.len() > 253 || !matches(DNS_SUBDOMAIN, value) {
+        errs.push(FieldError::new(
+            path,
+            format!("{value:?} must be a DNS subdomain of at most 253 characters"),
+        ));
+    }
+}
+
+fn check_env(env: &[EnvVar], errs: &mut Vec<FieldError>) {
+    if env.len() > MAX_ENV {
+        errs.push(FieldError::new(
+            "spec.env",
+            format!("at most {MAX_ENV} variables, got {}", env.len()),
+        ));
+    }
+    let mut names = BTreeSet::new();
+    for (i, var) in env.iter().enumerate() {
+        let at = |f: &str| format!("spec.env[{i}].{f}");
+        if var.name.is_empty() || var.name.len() > 128 || !matches(ENV_NAME, &var.name) {
+            errs.push(FieldError::new(
+                at("name"),
+                format!("{:?} is not a valid variable name", var.name),
+            ));
+        } else if var.name.starts_with("KURA_") {
+            errs.push(FieldError::new(
+                at("name"),
+                "the KURA_ prefix is reserved for the operator",
+            ));
+        }
+        if !names.insert(var.name.as_str()) {
+            errs.push(FieldError::new(
+                at("name"),
+                format!("duplicate variable {:?}", var.name),
+            ));
+        }
+        match (&var.value, &var.secret_key_ref) {
+            (Some(_), Some(_)) | (None, None) => {
+                errs.push(FieldError::new(
+                    format!("spec.env[{i}]"),
+                    "exactly one of value or secretKeyRef must be set",
+                ));
+            }
+            (Some(v), None) if v.len() > MAX_ENV_VALUE => {
+                errs.push(FieldError::new(
+                    at("value"),
+                    format!("at most {MAX_ENV_VALUE} characters, got {}", v.len()),
+                ));
+            }
+            (None, Some(r)) => {
+                subdomain_field(&format!("spec.env[{i}].secretKeyRef.name"), &r.name, errs);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn check_limits_cover_requests(path: &str, r: &ResourcesSpec, errs: &mut Vec<FieldError>) {
+    let (Some(req), Some(lim)) = (&r.requests, &r.limits) else {
+        return;
+    };
+    if let (Some(a), Some(b)) = (
+        req.cpu.as_deref().and_then(cpu_millis),
+        lim.cpu.as_deref().and_then(cpu_millis),
+    ) && b < a
+    {
+        errs.push(FieldError::new(
+            format!("{path}.limits.cpu"),
+            "must be at least resources.requests.cpu",
+        ));
+    }
+    if let (Some(a), Some(b)) = (
+        req.memory.as_deref().and_then(memory_bytes),
+        lim.memory.as_deref().and_then(memory_bytes),
+    ) && b < a
+    {
+        errs.push(FieldError::new(
+            format!("{path}.limits.memory"),
+            "must be at least resources.requests.memory",
+        ));
+    }
+}
+
+fn cpu_millis(q: &str) -> Option<u64> {
+    if let Some(m) = q.strip_suffix('m') {
+        return m.parse().ok();
+    }
+    let (whole, frac) = q.split_once('.').unwrap_or((q, ""));
+    let frac = format!("{frac:0<3}");
+    Some(whole.parse::<u64>().ok()? * 1000 + frac.get(..3)?.parse::<u64>().ok()?)
+}
+
+fn memory_bytes(q: &str) -> Option<u64> {
+    let units = [
+        ("Ki", 1u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+    ];
+    for (suffix, factor) in units {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<u64>().ok()?.checked_mul(factor);
+        }
+    }
+    q.parse().ok()
+}
+
+/// The instance's own amounts win, field by field, over the region's defaults.
+fn merge_resources(own: Option<&ResourcesSpec>, defaults: &ResourcesSpec) -> ResourcesSpec {
+    let pick =
+        |o: Option<&ResourceAmounts>, d: Option<&ResourceAmounts>| -> Option<ResourceAmounts> {
+            let cpu = o
+                .and_then(|a| a.cpu.clone())
+                .or_else(|| d.and_then(|a| a.cpu.clone()));
+            let memory = o
+                .and_then(|a| a.memory.clone())
+                .or_else(|| d.and_then(|a| a.memory.clone()));
+            (cpu.is_some() || memory.is_some()).then_some(ResourceAmounts { cpu, memory })
+        };
+    let own = own.cloned().unwrap_or_default();
+    ResourcesSpec {
+        requests: pick(own.requests.as_ref(), defaults.requests.as_ref()),
+        limits: pick(own.limits.as_ref(), defaults.limits.as_ref()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,208 @@
+//! Test support for the real control plane (scripts/control-plane.sh): a client,
+//! a namespace per test, waiting on conditions, impersonation.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn kubeconfig_path() -> PathBuf {
+    std::env::var_os("KURA_TEST_KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".control-plane/kubeconfig"))
+}
+
+/// Starts the control plane if it does not run (once per test binary) and
+/// installs the CRDs from crds/.
+fn ensure_plane() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        let status = std::process::Command::new(repo().join("scripts/control-plane.sh"))
+            .arg("up")
+            .status()
+            .expect("run scripts/control-plane.sh up");
+        assert!(status.success(), "scripts/control-plane.sh up failed");
+        let status = std::process::Command::new(kubectl())
+            .args(["--kubeconfig"])
+            .arg(kubeconfig_path())
+            .args(["apply", "--server-side", "--force-conflicts", "-f"])
+            .arg(repo().join("crds"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("kubectl apply crds");
+        assert!(status.success(), "installing crds/ failed");
+        let status = std::process::Command::new(kubectl())
+            .args(["--kubeconfig"])
+            .arg(kubeconfig_path())
+            .args([
+                "wait",
+                "--for=condition=Established",
+                "crd/kurainstances.kura.dev",
+                "crd/kuragateways.kura.dev",
+                "--timeout=60s",
+            ])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("kubectl wait crds");
+        assert!(status.success(), "CRDs did not become established");
+    });
+}
+
+/// The cached binaries of the control plane (kubectl, helm, ...).
+pub fn tool(name: &str) -> PathBuf {
+    let cache = std::env::var_os("KURA_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache")
+                });
+            base.join("kura-operator")
+        });
+    cache.join("bin/current").join(name)
+}
+
+pub fn kubectl() -> PathBuf {
+    tool("kubectl")
+}
+
+pub async fn config() -> Config {
+    ensure_plane();
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_path()).expect("read kubeconfig");
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig")
+}
+
+pub async fn client() -> Client {
+    Client::try_from(config().await).expect("client")
+}
+
+/// A client that acts as a ServiceAccount (through impersonation), to test RBAC.
+pub async fn client_as_service_account(namespace: &str, name: &str) -> Client {
+    let mut config = config().await;
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
+    Client::try_from(config).expect("impersonating client")
+}
+
+/// A namespace of the test's own, deleted (without waiting) when dropped.
+pub struct TestNamespace {
+    pub name: String,
+    pub client: Client,
+}
+
+impl TestNamespace {
+    pub async fn new(prefix: &str) -> TestNamespace {
+        Self::with_labels(prefix, &[]).await
+    }
+
+    pub async fn with_labels(prefix: &str, labels: &[(&str, &str)]) -> TestNamespace {
+        let client = client().await;
+        let suffix: String = format!("{:x}", rand_u64()).chars().take(6).collect();
+        let name = format!("{prefix}-{suffix}");
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+            .collect();
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": { "name": name, "labels": labels },
+        }))
+        .unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+        TestNamespace { name, client }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if std::env::var_os("KURA_TEST_KEEP_NAMESPACES").is_some() {
+            return;
+        }
+        // Not through self.client: its connection lives on the test's runtime,
+        // which is blocked in this drop.
+        let _ = std::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .args([
+                "delete",
+                "namespace",
+                &self.name,
+                "--wait=false",
+                "--ignore-not-found",
+            ])
+            .stdout(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    h.finish()
+}
+
+/// Poll `check` until it returns `Some`, or fail with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Server-side apply of a JSON manifest with the given field manager.
+pub async fn apply_json<K>(
+    api: &Api<K>,
+    manager: &str,
+    body: serde_json::Value,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = body["metadata"]["name"]
+        .as_str()
+        .expect("metadata.name")
+        .to_string();
+    api.patch(
+        &name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+}
