@@ -3,8 +3,14 @@
 
 pub mod api;
 pub mod config;
+pub mod config_watch;
+pub mod context;
+pub mod controller;
+pub mod gateway_controller;
 pub mod keys;
+pub mod metrics;
 pub mod names;
+pub mod reconcile;
 pub mod render;
 pub mod run;
 pub mod validate;

@@ -82,6 +82,143 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-pub fn main(_args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
-    Err("not yet".into())
+pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+    telemetry(&args.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(args))
+}
+
+fn telemetry(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG")
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use kube::runtime::events::{Recorder, Reporter};
+
+    use crate::config::OperatorConfig;
+    use crate::context::{Context, Faults};
+    use crate::controller::{self, Scope};
+    use crate::reconcile::plan::RetryPolicy;
+
+    let config_text = std::fs::read_to_string(&args.config).map_err(|e| {
+        format!(
+            "operator config {}: cannot read: {e}",
+            args.config.display()
+        )
+    })?;
+    let config = OperatorConfig::load(&args.config)?;
+    let client = client(&args).await?;
+    check_crds(&client).await?;
+
+    let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
+    let config_changed = crate::config_watch::follow(args.config.clone(), config_text, config_tx);
+    let scope = Scope {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+    };
+    let mut streams = controller::streams(&scope);
+    let reporter = Reporter {
+        controller: "kura-operator".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        stores: streams.stores.clone(),
+        config: config_rx,
+        recorder: Recorder::new(client.clone(), reporter),
+        policy: RetryPolicy {
+            budget: args.retry_budget,
+            stall_window: args.stall_window,
+            ..RetryPolicy::default()
+        },
+        resync: args.resync,
+        metrics: Default::default(),
+        faults: Faults::from_env(),
+    });
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());
+    let gateways = crate::gateway_controller::gateway_controller(
+        &scope,
+        deployments,
+        ctx.clone(),
+        stopped(stop_rx.clone()),
+    );
+    let instances = controller::instance_controller(
+        streams,
+        ctx.clone(),
+        config_changed,
+        args.concurrency,
+        stopped(stop_rx.clone()),
+    );
+    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), "kura-operator running");
+    let signal = async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    };
+    tokio::join!(instances, gateways, signal);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
+
+async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Error>> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster configuration (in-cluster or $KUBECONFIG): {e}"))?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Fail at start-up, in one line, when the CRDs are not installed.
+async fn check_crds(client: &kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    for name in ["kurainstances.kura.dev", "kuragateways.kura.dev"] {
+        match api.get_opt(name).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(format!("CRD {name} is not installed: kubectl apply -f crds/").into());
+            }
+            Err(e) => {
+                return Err(format!("cannot reach the apiserver to check CRD {name}: {e}").into());
+            }
+        }
+    }
+    Ok(())
 }

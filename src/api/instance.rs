@@ -245,6 +245,10 @@ pub struct InventoryEntry {
     pub namespace: Option<String>,
     /// sha256 of the object's canonical form (without the revision stamp).
     pub hash: String,
+    /// Fingerprint of the fields the operator's field manager owned right after
+    /// the apply; a different live fingerprint means another actor took fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owned_fields: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

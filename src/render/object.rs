@@ -81,7 +81,8 @@ impl Desired {
         objects.sort_by(|a, b| a.id.cmp(&b.id));
         let revision = hash::revision(objects.iter().map(|o| (&o.id, o.hash.as_str())));
         for object in &mut objects {
-            stamp(&mut object.body, &revision);
+            let stamp_value = expected_stamp(&object.id, &object.hash, &revision).to_string();
+            stamp(&mut object.body, &stamp_value);
         }
         Desired {
             objects,
@@ -100,8 +101,20 @@ impl Desired {
                 name: o.id.name.clone(),
                 namespace: o.id.namespace.clone(),
                 hash: o.hash.clone(),
+                owned_fields: None,
             })
             .collect()
+    }
+}
+
+/// The `kura.dev/revision` an object carries: the instance revision, except on a
+/// shared KuraGateway, which carries its own content hash so that the instances
+/// sharing it never fight over the annotation.
+pub fn expected_stamp<'a>(id: &ObjectId, object_hash: &'a str, revision: &'a str) -> &'a str {
+    if id.kind == "KuraGateway" {
+        object_hash
+    } else {
+        revision
     }
 }
 

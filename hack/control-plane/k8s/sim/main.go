@@ -34,7 +34,6 @@ import (
 
 const (
 	kubeletOffLabel = "sim.kura.dev/kubelet"
-	simAnnotation   = "sim.kura.dev/simulated-by"
 	loopbackAddress = "127.0.0.1"
 )
 

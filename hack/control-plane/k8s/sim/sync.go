@@ -73,7 +73,6 @@ func (s *simulator) syncPod(ctx context.Context, key string) error {
 	pod = pod.DeepCopy()
 	now := metav1.NewTime(time.Now())
 	pod.Status.Phase = corev1.PodRunning
-	pod.Status.PodIP = loopbackAddress
 	pod.Status.StartTime = &now
 	pod.Status.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},

@@ -1,0 +1,56 @@
+//! What every reconcile shares: the client, the caches, the current operator
+//! configuration, the retry policy, the event recorder, metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::Recorder;
+use tokio::sync::watch;
+
+use crate::config::OperatorConfig;
+use crate::metrics::Metrics;
+use crate::reconcile::plan::RetryPolicy;
+use crate::reconcile::stores::Stores;
+
+pub struct Context {
+    pub client: Client,
+    pub stores: Stores,
+    pub config: watch::Receiver<Arc<OperatorConfig>>,
+    pub recorder: Recorder,
+    pub policy: RetryPolicy,
+    pub resync: Duration,
+    pub metrics: Arc<Metrics>,
+    pub faults: Faults,
+}
+
+impl Context {
+    pub fn config(&self) -> Arc<OperatorConfig> {
+        self.config.borrow().clone()
+    }
+}
+
+/// Fault injection for the crash-recovery tests: with
+/// `KURA_FAULT_EXIT_AFTER_APPLY=1` the process exits right after applying and
+/// pruning, before the status write, as a kill at that point would.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    pub exit_after_apply: bool,
+}
+
+impl Faults {
+    pub fn from_env() -> Faults {
+        Faults {
+            exit_after_apply: std::env::var("KURA_FAULT_EXIT_AFTER_APPLY").is_ok_and(|v| v == "1"),
+        }
+    }
+
+    pub fn after_apply(&self) {
+        if self.exit_after_apply {
+            eprintln!(
+                "kura-operator: fault injection: exiting after apply, before the status write"
+            );
+            std::process::exit(137);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Controller wiring: reflectors (the caches `observe` reads), watches and their
+//! mapping to instances, the error policy.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::api::{KuraGateway, KuraInstance};
+use crate::context::Context;
+use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::reconcile::{self, stores::Stores};
+
+/// Where the operator looks: every namespace, or one.
+#[derive(Clone)]
+pub struct Scope {
+    pub client: Client,
+    pub namespace: Option<String>,
+}
+
+impl Scope {
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match &self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+}
+
+fn managed() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
+}
+
+type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
+
+fn reflect<K>(api: Api<K>, wc: watcher::Config) -> (Store<K>, Shared<K>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, wc).default_backoff())
+        .touched_objects()
+        .boxed();
+    (reader, stream)
+}
+
+/// The instance watch passes generation and annotation changes only: a status
+/// write must not trigger a reconcile, and a generation-only filter would drop
+/// the force annotation.
+fn spec_or_annotations(instance: &KuraInstance) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    instance.metadata.generation.hash(&mut h);
+    instance.metadata.annotations.hash(&mut h);
+    Some(h.finish())
+}
+
+pub struct Streams {
+    pub stores: Stores,
+    instances: Shared<KuraInstance>,
+    gateways: Shared<KuraGateway>,
+    stateful_sets: Shared<StatefulSet>,
+    ingresses: Shared<Ingress>,
+    ingress_classes: Shared<IngressClass>,
+    services: Shared<PartialObjectMeta<Service>>,
+    config_maps: Shared<PartialObjectMeta<ConfigMap>>,
+    service_accounts: Shared<PartialObjectMeta<ServiceAccount>>,
+    pdbs: Shared<PartialObjectMeta<PodDisruptionBudget>>,
+    network_policies: Shared<PartialObjectMeta<NetworkPolicy>>,
+    pub deployments: Shared<PartialObjectMeta<Deployment>>,
+}
+
+pub fn streams(scope: &Scope) -> Streams {
+    let (instances_store, instances) =
+        reflect(scope.api::<KuraInstance>(), watcher::Config::default());
+    let (gateways_store, gateways) =
+        reflect(scope.api::<KuraGateway>(), watcher::Config::default());
+    let (sts_store, stateful_sets) = reflect(scope.api::<StatefulSet>(), managed());
+    let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), managed());
+    let (class_store, ingress_classes) = reflect(
+        Api::<IngressClass>::all(scope.client.clone()),
+        watcher::Config::default(),
+    );
+    let (svc, services) = reflect(scope.api::<PartialObjectMeta<Service>>(), managed());
+    let (cm, config_maps) = reflect(scope.api::<PartialObjectMeta<ConfigMap>>(), managed());
+    let (sa, service_accounts) =
+        reflect(scope.api::<PartialObjectMeta<ServiceAccount>>(), managed());
+    let (pdb, pdbs) = reflect(
+        scope.api::<PartialObjectMeta<PodDisruptionBudget>>(),
+        managed(),
+    );
+    let (np, network_policies) =
+        reflect(scope.api::<PartialObjectMeta<NetworkPolicy>>(), managed());
+    let (dep, deployments) = reflect(scope.api::<PartialObjectMeta<Deployment>>(), managed());
+    Streams {
+        stores: Stores {
+            instances: instances_store,
+            gateways: gateways_store,
+            stateful_sets: sts_store,
+            ingresses: ing_store,
+            ingress_classes: class_store,
+            services: svc,
+            config_maps: cm,
+            service_accounts: sa,
+            pod_disruption_budgets: pdb,
+            network_policies: np,
+            deployments: dep,
+        },
+        instances,
+        gateways,
+        stateful_sets,
+        ingresses,
+        ingress_classes,
+        services,
+        config_maps,
+        service_accounts,
+        pdbs,
+        network_policies,
+        deployments,
+    }
+}
+
+/// Error policy: the errors that reach here are transient (a failed prune or
+/// status write); apply failures are recorded in status and retried by `plan`.
+fn error_policy(
+    _instance: Arc<KuraInstance>,
+    error: &reconcile::Error,
+    ctx: Arc<Context>,
+) -> Action {
+    tracing::warn!(error = %error, "reconcile failed; retrying");
+    ctx.metrics.record_error(error.label());
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// The instance controller. Returns when `shutdown` resolves.
+pub fn instance_controller(
+    streams: Streams,
+    ctx: Arc<Context>,
+    config_changed: impl Stream<Item = ()> + Send + 'static,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let instances_store = streams.stores.instances.clone();
+    let by_gateway = instances_store.clone();
+    let by_class = instances_store.clone();
+    let instances = streams
+        .instances
+        .predicate_filter(spec_or_annotations, Default::default());
+    let controller = Controller::for_stream(instances, instances_store)
+        .owns_stream(streams.stateful_sets)
+        .owns_stream(streams.ingresses)
+        .owns_stream(streams.services)
+        .owns_stream(streams.config_maps)
+        .owns_stream(streams.service_accounts)
+        .owns_stream(streams.pdbs)
+        .owns_stream(streams.network_policies)
+        // A gateway is not owned by one instance: map it to the instances using it.
+        .watches_stream(streams.gateways, move |gw: KuraGateway| {
+            let name = gw.metadata.name.clone().unwrap_or_default();
+            let ns = gw.metadata.namespace.clone();
+            instances_using(&by_gateway, ns.as_deref(), |s| {
+                s.gateway_name.as_deref() == Some(name.as_str())
+            })
+        })
+        // An IngressClass appearing (or changing) can activate waiting instances.
+        .watches_stream(streams.ingress_classes, move |class: IngressClass| {
+            let name = class.metadata.name.clone().unwrap_or_default();
+            instances_using(&by_class, None, |s| s.ingress_class_name == name)
+        })
+        .reconcile_all_on(config_changed)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown);
+    controller
+        .run(reconcile::reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::trace!(error = %e, "controller event");
+            }
+        })
+}
+
+fn instances_using(
+    store: &Store<KuraInstance>,
+    namespace: Option<&str>,
+    pred: impl Fn(&crate::api::GatewayStatus) -> bool,
+) -> Vec<ObjectRef<KuraInstance>> {
+    store
+        .state()
+        .iter()
+        .filter(|i| namespace.is_none() || i.metadata.namespace.as_deref() == namespace)
+        .filter(|i| {
+            i.status
+                .as_ref()
+                .and_then(|s| s.gateway.as_ref())
+                .is_some_and(&pred)
+        })
+        .map(|i| ObjectRef::from_obj(i.as_ref()))
+        .collect()
+}
+
+/// Drive the streams no controller consumes, so their caches fill.
+pub async fn drain<S: Stream + Unpin>(stream: S) {
+    stream.for_each(|_| async {}).await
+}

@@ -1,0 +1,123 @@
+//! Events on transitions, not on every pass: an apply (with its reasons), a
+//! force token acknowledged, a prune, the first failure, Stalled, Invalid, Ready.
+
+use kube::Resource;
+use kube::runtime::events::{Event, EventType};
+
+use super::status::Outcome;
+use crate::api::conditions::{READY, STALLED, VALID, find};
+use crate::api::{ConditionStatus, KuraInstance, KuraInstanceStatus};
+use crate::context::Context;
+use crate::render::hash::short;
+
+pub fn events_for(
+    prev: &KuraInstanceStatus,
+    new: &KuraInstanceStatus,
+    outcome: &Outcome,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    let ev = |type_, reason: &str, note: String| Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let turned = |t: &str, to: ConditionStatus| {
+        find(&new.conditions, t).is_some_and(|c| c.status == to)
+            && find(&prev.conditions, t).is_none_or(|c| c.status != to)
+    };
+    match outcome {
+        Outcome::Applied {
+            reasons, pruned, ..
+        } => {
+            let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+            let rev = short(new.applied_revision.as_deref().unwrap_or_default());
+            out.push(ev(
+                EventType::Normal,
+                "Applied",
+                format!("applied revision {rev}: {}", why.join(", ")),
+            ));
+            if new.last_handled_reapply_at != prev.last_handled_reapply_at
+                && let Some(token) = &new.last_handled_reapply_at
+            {
+                out.push(ev(
+                    EventType::Normal,
+                    "ForcedReapply",
+                    format!("re-applied for kura.dev/reapply-at={token}"),
+                ));
+            }
+            if !pruned.deleted.is_empty() {
+                out.push(ev(
+                    EventType::Normal,
+                    "Pruned",
+                    format!(
+                        "deleted objects the new revision no longer has: {}",
+                        pruned.deleted.join(", ")
+                    ),
+                ));
+            }
+            if !pruned.kept.is_empty() {
+                out.push(ev(
+                    EventType::Normal,
+                    "PruneSkipped",
+                    pruned.kept.join("; "),
+                ));
+            }
+        }
+        Outcome::ApplyFailed { error, .. } => {
+            let failures = new.retry.as_ref().map_or(0, |r| r.failures);
+            if new.last_handled_reapply_at != prev.last_handled_reapply_at
+                && let Some(token) = &new.last_handled_reapply_at
+            {
+                out.push(ev(
+                    EventType::Normal,
+                    "ForcedReapply",
+                    format!("re-apply attempted for kura.dev/reapply-at={token}"),
+                ));
+            }
+            if failures == 1 {
+                out.push(ev(EventType::Warning, "ApplyFailed", error.clone()));
+            }
+            if turned(STALLED, ConditionStatus::True) {
+                let msg = find(&new.conditions, STALLED)
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default();
+                out.push(ev(EventType::Warning, "Stalled", msg));
+            }
+        }
+        Outcome::Invalid(errors) => {
+            let changed = find(&prev.conditions, VALID).is_none_or(|c| {
+                c.status != ConditionStatus::False || c.message != errors.to_string()
+            });
+            if changed {
+                out.push(ev(EventType::Warning, "InvalidSpec", errors.to_string()));
+            }
+        }
+        _ => {}
+    }
+    if turned(READY, ConditionStatus::True) {
+        out.push(ev(
+            EventType::Normal,
+            "Ready",
+            new.endpoint.clone().unwrap_or_default(),
+        ));
+    }
+    out
+}
+
+pub async fn publish(
+    ctx: &Context,
+    instance: &KuraInstance,
+    prev: &KuraInstanceStatus,
+    new: &KuraInstanceStatus,
+    outcome: &Outcome,
+) {
+    let reference = instance.object_ref(&());
+    for event in events_for(prev, new, outcome) {
+        // An Event that cannot be written must not fail the reconcile.
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, reason = %event.reason, "could not publish event");
+        }
+    }
+}

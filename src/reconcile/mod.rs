@@ -1,0 +1,154 @@
+//! One reconcile of a `KuraInstance`, as a pipeline:
+//!
+//! observe → validate → render → plan → apply → prune → probe → status
+//!
+//! Only `apply`, `prune` and `status::write` talk to the apiserver; `observe`
+//! reads reflector caches; validate, render, plan, probe and status::compute are
+//! pure.
+
+pub mod apply;
+pub mod events;
+pub mod observe;
+pub mod plan;
+pub mod probe;
+pub mod prune;
+pub mod status;
+pub mod stores;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::Api;
+use kube::runtime::controller::Action;
+
+use self::plan::Plan;
+use self::status::{Outcome, StatusInputs};
+use crate::api::KuraInstance;
+use crate::context::Context;
+use crate::render::render;
+use crate::validate::validate;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("pruning: {0}")]
+    Prune(#[source] kube::Error),
+    #[error("writing status: {0}")]
+    Status(#[source] kube::Error),
+    #[error("the instance has no namespace or name")]
+    Unnamed,
+}
+
+impl Error {
+    /// The metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Prune(_) => "prune",
+            Error::Status(_) => "status",
+            Error::Unnamed => "unnamed",
+        }
+    }
+}
+
+/// While waiting for activation, look again this often (watch events on the
+/// workload and ingresses usually come sooner).
+const ACTIVATION_RECHECK: Duration = Duration::from_secs(15);
+
+pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let (Some(name), Some(namespace)) = (
+        instance.metadata.name.clone(),
+        instance.metadata.namespace.clone(),
+    ) else {
+        return Err(Error::Unnamed);
+    };
+    let config = ctx.config();
+    let now = Timestamp::now();
+
+    let validated = validate(&instance, &config);
+    let desired = validated.as_ref().ok().map(|v| render(v, &config));
+    let observed = observe::observe(&instance, desired.as_ref(), &ctx.stores);
+    let decision = plan::plan(
+        &observed,
+        desired
+            .as_ref()
+            .ok_or_else(|| validated.as_ref().unwrap_err()),
+        &ctx.policy,
+        now,
+    );
+
+    let (outcome, requeue) = match decision {
+        Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
+        Plan::Paused => (Outcome::Paused, ctx.resync),
+        Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(at, now)),
+        Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(at, now)),
+        Plan::Converged => (Outcome::Converged, ctx.resync),
+        Plan::Apply { reasons, prune, .. } => {
+            let desired = desired
+                .as_ref()
+                .expect("Apply is planned only for a valid instance");
+            match apply::apply(&ctx.client, desired).await {
+                Ok(inventory) => {
+                    let pruned = prune::prune(&ctx.client, &ctx.stores, &name, &prune, &config)
+                        .await
+                        .map_err(Error::Prune)?;
+                    ctx.faults.after_apply();
+                    (
+                        Outcome::Applied {
+                            reasons,
+                            inventory,
+                            pruned,
+                        },
+                        ACTIVATION_RECHECK,
+                    )
+                }
+                Err(e) => {
+                    let failures = observed.status.retry.as_ref().map_or(0, |r| r.failures) + 1;
+                    (
+                        Outcome::ApplyFailed {
+                            reasons,
+                            error: e.to_string(),
+                        },
+                        ctx.policy.backoff(failures),
+                    )
+                }
+            }
+        }
+    };
+
+    let activation = match (&outcome, &desired) {
+        (Outcome::Applied { .. } | Outcome::Converged, Some(d)) => {
+            let (sts, ingresses) = probe::gather(d, &ctx.stores);
+            Some(probe::activation(d, sts.as_deref(), &ingresses))
+        }
+        _ => None,
+    };
+    let new_status = status::compute(&StatusInputs {
+        observed: &observed,
+        desired: desired.as_ref(),
+        gateway: validated.as_ref().ok().map(|v| &v.gateway),
+        outcome: &outcome,
+        activation: activation.as_ref(),
+        policy: &ctx.policy,
+        now,
+    });
+    ctx.metrics.record(&outcome, new_status.phase);
+    events::publish(&ctx, &instance, &observed.status, &new_status, &outcome).await;
+    if new_status != observed.status {
+        let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), &namespace);
+        status::write(&api, &name, &new_status)
+            .await
+            .map_err(Error::Status)?;
+    }
+    let requeue = match activation {
+        Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
+        _ => requeue,
+    };
+    Ok(Action::requeue(requeue))
+}
+
+fn until(at: Timestamp, now: Timestamp) -> Duration {
+    let d = at.duration_since(now);
+    Duration::try_from(d)
+        .unwrap_or_default()
+        .max(Duration::from_secs(1))
+}

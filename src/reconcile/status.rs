@@ -1,0 +1,221 @@
+//! `status`: compute the new status from what happened (pure), and write it only
+//! when it changed (I/O). The write never triggers another reconcile: the
+//! instance watch passes only generation and annotation changes.
+
+use jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+
+use super::plan::{ApplyReason, Observed, RetryPolicy, inputs_key};
+use super::probe::Activation;
+use super::prune::PruneOutcome;
+use crate::api::conditions::{self, ACTIVE, READY, RECONCILING, STALLED, VALID};
+use crate::api::{
+    Condition, ConditionStatus, GatewayStatus, InventoryEntry, KuraInstance, KuraInstanceStatus,
+    Phase, RetryStatus,
+};
+use crate::keys::FIELD_MANAGER;
+use crate::render::{Desired, hash::short};
+use crate::validate::{ResolvedGateway, ValidationErrors};
+
+/// What the reconcile did, for status, Events and metrics.
+#[derive(Debug)]
+pub enum Outcome {
+    Invalid(ValidationErrors),
+    Paused,
+    Applied {
+        reasons: Vec<ApplyReason>,
+        inventory: Vec<InventoryEntry>,
+        pruned: PruneOutcome,
+    },
+    ApplyFailed {
+        reasons: Vec<ApplyReason>,
+        error: String,
+    },
+    /// A failing apply waits for its backoff or stall window.
+    Waiting {
+        stalled: bool,
+    },
+    Converged,
+}
+
+pub struct StatusInputs<'a> {
+    pub observed: &'a Observed,
+    pub desired: Option<&'a Desired>,
+    pub gateway: Option<&'a ResolvedGateway>,
+    pub outcome: &'a Outcome,
+    pub activation: Option<&'a Activation>,
+    pub policy: &'a RetryPolicy,
+    pub now: Timestamp,
+}
+
+pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
+    let prev = &i.observed.status;
+    let now = i.now.to_string();
+    let mut s = prev.clone();
+    s.observed_generation = i.observed.generation;
+    if let Some(d) = i.desired {
+        s.desired_revision = Some(d.revision.clone());
+        s.desired_revision_short = Some(short(&d.revision));
+    }
+    if let Some(g) = i.gateway {
+        s.gateway = Some(GatewayStatus {
+            mode: g.mode,
+            ingress_class_name: g.ingress_class_name.clone(),
+            gateway_name: g.gateway_name.clone(),
+        });
+    }
+    let c = |t: &str, st: ConditionStatus, reason: &str, msg: String| {
+        let mut c = Condition::new(t, st, reason, msg);
+        c.observed_generation = i.observed.generation;
+        c
+    };
+    use ConditionStatus::{False, True};
+    let mut fresh = Vec::new();
+    match i.outcome {
+        Outcome::Invalid(errors) => {
+            s.phase = Some(Phase::Invalid);
+            s.retry = None;
+            let msg = errors.to_string();
+            fresh.push(c(VALID, False, "InvalidSpec", msg.clone()));
+            fresh.push(c(READY, False, "InvalidSpec", msg.clone()));
+            fresh.push(c(
+                RECONCILING,
+                False,
+                "InvalidSpec",
+                "waiting for a corrected spec or configuration".into(),
+            ));
+            fresh.push(c(STALLED, True, "InvalidSpec", msg));
+        }
+        Outcome::Paused => {
+            s.phase = Some(Phase::Paused);
+            fresh.push(c(VALID, True, "Valid", String::new()));
+            fresh.push(c(
+                READY,
+                False,
+                "Paused",
+                "spec.paused is true: nothing is applied or deleted".into(),
+            ));
+            fresh.push(c(RECONCILING, False, "Paused", String::new()));
+            fresh.push(c(STALLED, False, "Paused", String::new()));
+        }
+        Outcome::ApplyFailed { error, .. } => {
+            let d = i.desired.expect("an apply needs a desired state");
+            let key = inputs_key(&d.revision, i.observed.force_token.as_deref());
+            let failures = match &prev.retry {
+                Some(r) if r.inputs_key == key => r.failures + 1,
+                _ => 1,
+            };
+            s.retry = Some(RetryStatus {
+                failures,
+                inputs_key: key,
+                last_error: error.clone(),
+                last_failure_time: now.clone(),
+            });
+            s.last_attempted_revision = Some(d.revision.clone());
+            s.last_handled_reapply_at = i
+                .observed
+                .force_token
+                .clone()
+                .or(prev.last_handled_reapply_at.clone());
+            fresh.push(c(VALID, True, "Valid", String::new()));
+            fresh.push(c(READY, False, "ApplyFailed", error.clone()));
+            if failures >= i.policy.budget as i64 {
+                s.phase = Some(Phase::Stalled);
+                let msg = format!(
+                    "{failures} attempts failed; next attempt in {}s (or at once on a change of spec, configuration or kura.dev/reapply-at); last error: {error}",
+                    i.policy.stall_window().as_secs()
+                );
+                fresh.push(c(STALLED, True, "RetryBudgetExhausted", msg));
+                fresh.push(c(RECONCILING, False, "RetryBudgetExhausted", String::new()));
+            } else {
+                s.phase = Some(Phase::Retrying);
+                fresh.push(c(STALLED, False, "Retrying", String::new()));
+                fresh.push(c(
+                    RECONCILING,
+                    True,
+                    "Retrying",
+                    format!("attempt {failures} failed: {error}"),
+                ));
+            }
+        }
+        Outcome::Waiting { .. } => return s, // nothing new to say until the retry
+        Outcome::Applied { inventory, .. } => {
+            let d = i.desired.expect("an apply needs a desired state");
+            s.applied_revision = Some(d.revision.clone());
+            s.applied_revision_short = Some(short(&d.revision));
+            s.applied_image = Some(d.image.clone());
+            s.last_attempted_revision = Some(d.revision.clone());
+            s.last_handled_reapply_at = i
+                .observed
+                .force_token
+                .clone()
+                .or(prev.last_handled_reapply_at.clone());
+            s.inventory = inventory.clone();
+            s.retry = None;
+            activation_conditions(&mut s, &mut fresh, i, &c);
+        }
+        Outcome::Converged => {
+            s.retry = None;
+            activation_conditions(&mut s, &mut fresh, i, &c);
+        }
+    }
+    s.conditions = conditions::merge(&prev.conditions, fresh, &now);
+    s
+}
+
+fn activation_conditions(
+    s: &mut KuraInstanceStatus,
+    fresh: &mut Vec<Condition>,
+    i: &StatusInputs,
+    c: &dyn Fn(&str, ConditionStatus, &str, String) -> Condition,
+) {
+    use ConditionStatus::{False, True};
+    fresh.push(c(VALID, True, "Valid", String::new()));
+    fresh.push(c(STALLED, False, "Progressing", String::new()));
+    match i.activation {
+        Some(Activation::Active { endpoint }) => {
+            s.phase = Some(Phase::Ready);
+            s.endpoint = Some(endpoint.clone()).filter(|e| !e.is_empty());
+            fresh.push(c(ACTIVE, True, "Active", String::new()));
+            fresh.push(c(
+                READY,
+                True,
+                "Active",
+                format!(
+                    "revision {} is active",
+                    s.applied_revision_short.clone().unwrap_or_default()
+                ),
+            ));
+            fresh.push(c(RECONCILING, False, "Active", String::new()));
+        }
+        other => {
+            let (reason, message) = match other {
+                Some(Activation::Waiting { reason, message }) => (*reason, message.clone()),
+                _ => ("Activating", String::new()),
+            };
+            s.phase = Some(Phase::Activating);
+            fresh.push(c(ACTIVE, False, reason, message.clone()));
+            fresh.push(c(READY, False, reason, message.clone()));
+            fresh.push(c(RECONCILING, True, "Activating", message));
+        }
+    }
+}
+
+pub async fn write(
+    api: &Api<KuraInstance>,
+    name: &str,
+    status: &KuraInstanceStatus,
+) -> Result<(), kube::Error> {
+    let body = serde_json::json!({
+        "apiVersion": "kura.dev/v1alpha1",
+        "kind": "KuraInstance",
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
