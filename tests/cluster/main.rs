@@ -4,4 +4,5 @@
 
 mod support;
 
+mod chart;
 mod control_plane;

@@ -1,0 +1,53 @@
+{{/*
+What the operator does in the namespaces it watches: reconcile KuraInstances
+into their children and KuraGateways. Bound cluster-wide (ClusterRole) or, with
+watchNamespace, in that namespace only (Role). Never Secrets (env values from
+Secrets are references the kubelet resolves), never Pods (availability comes
+from workload status), never PersistentVolumeClaims (data is never deleted).
+*/}}
+{{- define "kura-operator.watchedRules" -}}
+# Watch instances; patch only the operator's own metadata on them (the spec is the user's).
+- apiGroups: ["kura.dev"]
+  resources: ["kurainstances"]
+  verbs: ["get", "list", "watch", "patch"]
+# Write status: revisions, inventory, conditions.
+- apiGroups: ["kura.dev"]
+  resources: ["kurainstances/status"]
+  verbs: ["get", "patch", "update"]
+# Children carry an owner reference with blockOwnerDeletion=true, which needs
+# update on the owner's finalizers (OwnerReferencesPermissionEnforcement).
+- apiGroups: ["kura.dev"]
+  resources: ["kurainstances/finalizers"]
+  verbs: ["update"]
+# Dedicated gateways: rendered by the instance controller, reconciled by the
+# gateway controller, deleted when no instance references them; update removes
+# the gateway's finalizer once its IngressClass is gone.
+- apiGroups: ["kura.dev"]
+  resources: ["kuragateways"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["kura.dev"]
+  resources: ["kuragateways/status"]
+  verbs: ["get", "patch", "update"]
+# A gateway's Deployment and Service are owned by it with blockOwnerDeletion=true.
+- apiGroups: ["kura.dev"]
+  resources: ["kuragateways/finalizers"]
+  verbs: ["update"]
+# Rendered children: server-side apply (create, patch), a metadata-only watch to
+# notice drift (get, list, watch), and pruning what a new revision drops (delete).
+- apiGroups: ["apps"]
+  resources: ["statefulsets", "deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses", "networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Events on instances: a force re-apply, a rollout, a stall are recorded there.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

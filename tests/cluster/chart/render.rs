@@ -1,0 +1,250 @@
+//! What `helm template` renders, checked against the operator's own code: the
+//! Deployment's args parse as `kura-operator run` flags, the ConfigMap parses as
+//! the operator configuration, and the schema rejects what the operator would.
+
+use std::time::Duration;
+
+use clap::Parser;
+use kura_operator::config::OperatorConfig;
+use kura_operator::run::RunArgs;
+use serde_yaml::Value;
+
+use super::*;
+
+/// `kura-operator run` as main.rs parses it.
+#[derive(Parser)]
+struct Run {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+fn container(objects: &[Value]) -> &Value {
+    let deployments = of_kind(objects, "Deployment");
+    assert_eq!(deployments.len(), 1);
+    &deployments[0]["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn run_args(objects: &[Value]) -> RunArgs {
+    let args: Vec<String> = container(objects)["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect();
+    match Run::try_parse_from(std::iter::once("run".to_string()).chain(args.clone())) {
+        Ok(run) => run.args,
+        Err(e) => panic!("the chart's args {args:?} are not `kura-operator run` flags: {e}"),
+    }
+}
+
+#[test]
+fn deployment_args_are_run_flags_from_values() {
+    let defaults = template("rel", "ops", &[]);
+    let args = run_args(&defaults);
+    assert_eq!(args.config.to_str(), Some("/etc/kura-operator/config.yaml"));
+    assert_eq!(args.metrics_addr.port(), 8080);
+    assert_eq!(args.namespace, None, "all namespaces by default");
+    assert!(!args.leader_elect, "one replica needs no leader election");
+    assert_eq!(args.log_format, "text");
+
+    let custom = template(
+        "rel",
+        "ops",
+        &[
+            "--set",
+            "watchNamespace=apps,logFormat=json,resync=90s,concurrency=4,retryBudget=7,stallWindow=1h",
+            "--set",
+            "leaderElection.enabled=true,leaderElection.leaseName=kura-lock,leaderElection.leaseDuration=30s",
+        ],
+    );
+    let args = run_args(&custom);
+    assert_eq!(args.namespace.as_deref(), Some("apps"));
+    assert_eq!(args.log_format, "json");
+    assert_eq!(args.resync, Duration::from_secs(90));
+    assert_eq!(args.concurrency, 4);
+    assert_eq!(args.retry_budget, 7);
+    assert_eq!(args.stall_window, Duration::from_secs(3600));
+    assert!(args.leader_elect);
+    assert_eq!(args.lease_namespace.as_deref(), Some("ops"));
+    assert_eq!(args.lease_name, "kura-lock");
+    assert_eq!(args.lease_duration, Duration::from_secs(30));
+
+    // Several replicas elect a leader even when not asked to.
+    let args = run_args(&template("rel", "ops", &["--set", "replicas=2"]));
+    assert!(args.leader_elect);
+    assert_eq!(args.lease_namespace.as_deref(), Some("ops"));
+}
+
+#[test]
+fn deployment_probes_config_mount_and_security_context() {
+    let objects = template("rel", "ops", &[]);
+    let c = container(&objects);
+    assert_eq!(c["ports"][0]["name"], "metrics");
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["livenessProbe"]["httpGet"]["port"], "metrics");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], "metrics");
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    assert!(c["resources"]["limits"]["memory"].is_string());
+
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"][0], "ALL");
+    let pod = &of_kind(&objects, "Deployment")[0]["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    assert_eq!(pod["serviceAccountName"], "rel-kura-operator");
+
+    // --config points into the mounted ConfigMap.
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/etc/kura-operator");
+    let volume = &pod["volumes"][0];
+    assert_eq!(volume["name"], c["volumeMounts"][0]["name"]);
+    let config_map = &of_kind(&objects, "ConfigMap")[0];
+    assert_eq!(volume["configMap"]["name"], config_map["metadata"]["name"]);
+    assert!(config_map["data"]["config.yaml"].is_string());
+}
+
+fn rendered_config(objects: &[Value]) -> OperatorConfig {
+    let text = of_kind(objects, "ConfigMap")[0]["data"]["config.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    OperatorConfig::parse(&text).unwrap_or_else(|e| {
+        panic!("the chart's config is not a valid operator config: {e}\n{text}")
+    })
+}
+
+#[test]
+fn config_map_is_the_operator_config_from_values() {
+    // The defaults are a configuration the operator accepts.
+    rendered_config(&template("rel", "ops", &[]));
+
+    // examples/config.yaml given as `config:` comes out as the same configuration.
+    let example = std::fs::read_to_string(repo().join("examples/config.yaml")).unwrap();
+    let values =
+        std::env::temp_dir().join(format!("kura-chart-values-{}.yaml", std::process::id()));
+    let indented: String = example.lines().map(|l| format!("  {l}\n")).collect();
+    std::fs::write(&values, format!("config:\n{indented}")).unwrap();
+    let objects = template("rel", "ops", &["-f", values.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&values);
+    assert_eq!(
+        rendered_config(&objects),
+        OperatorConfig::parse(&example).unwrap()
+    );
+}
+
+#[test]
+fn optional_objects_render_only_when_enabled() {
+    let kinds = |extra: &[&str]| -> Vec<String> {
+        template("rel", "ops", extra)
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let defaults = kinds(&[]);
+    for kind in [
+        "Deployment",
+        "ServiceAccount",
+        "ConfigMap",
+        "Service",
+        "ClusterRole",
+    ] {
+        assert!(
+            defaults.contains(&kind.to_string()),
+            "{kind} missing: {defaults:?}"
+        );
+    }
+    for kind in [
+        "ServiceMonitor",
+        "PodDisruptionBudget",
+        "Role",
+        "CustomResourceDefinition",
+    ] {
+        assert!(
+            !defaults.contains(&kind.to_string()),
+            "{kind} rendered by default: {defaults:?}"
+        );
+    }
+    assert!(kinds(&["--set", "serviceMonitor.enabled=true"]).contains(&"ServiceMonitor".into()));
+    assert!(kinds(&["--set", "replicas=2"]).contains(&"PodDisruptionBudget".into()));
+    // The chart's CRDs come with `--include-crds` (helm install applies them).
+    let with_crds = kinds(&["--include-crds"]);
+    assert_eq!(
+        with_crds
+            .iter()
+            .filter(|k| *k == "CustomResourceDefinition")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn schema_rejects_bad_values_naming_the_field() {
+    let chart = chart_dir();
+    for (set, field) in [
+        ("replicas=0", "/replicas"),
+        ("logFormat=xml", "/logFormat"),
+        ("replicaz=2", "'replicaz' not allowed"),
+        (
+            "config.regions.eu-west-1.network=metal",
+            "/config/regions/eu-west-1/network",
+        ),
+        ("resync=10x", "/resync"),
+        ("watchNamespace=Not_A_Namespace", "/watchNamespace"),
+        ("config.gateway.replicas=9", "/config/gateway/replicas"),
+    ] {
+        let out = helm(&["template", "rel", chart.to_str().unwrap(), "--set", set]);
+        assert!(!out.ok, "--set {set} must be rejected");
+        assert!(
+            out.stderr.contains("schema") && out.stderr.contains(field),
+            "--set {set}: the error must name {field}: {}",
+            out.stderr
+        );
+    }
+    // The control: the same keys with good values render.
+    let out = helm(&[
+        "template",
+        "rel",
+        chart.to_str().unwrap(),
+        "--set",
+        "replicas=1,logFormat=json,config.regions.eu-west-1.network=host,resync=30s",
+    ]);
+    assert!(out.ok, "{}", out.stderr);
+}
+
+/// Wildcards, Secrets, Pods and PersistentVolumeClaims never appear, in any mode.
+#[test]
+fn rbac_has_no_wildcards_secrets_pods_or_volume_claims() {
+    for extra in [&[][..], &["--set", "watchNamespace=apps,replicas=2"][..]] {
+        let objects = template("rel", "ops", extra);
+        let roles: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+            .collect();
+        assert!(!roles.is_empty());
+        for role in roles {
+            for rule in role["rules"].as_sequence().unwrap() {
+                for key in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                    for item in rule[key].as_sequence().into_iter().flatten() {
+                        let item = item.as_str().unwrap();
+                        assert!(!item.contains('*'), "wildcard in {rule:?}");
+                        let forbidden = ["secrets", "pods", "persistentvolumeclaims"];
+                        assert!(
+                            key != "resources"
+                                || !forbidden.contains(&item.split('/').next().unwrap()),
+                            "{item} granted in {}",
+                            role["metadata"]["name"].as_str().unwrap()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
