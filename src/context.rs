@@ -8,6 +8,7 @@ use kube::Client;
 use kube::runtime::events::Recorder;
 use tokio::sync::watch;
 
+use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::config::OperatorConfig;
 use crate::metrics::Metrics;
 use crate::reconcile::plan::RetryPolicy;
@@ -22,11 +23,47 @@ pub struct Context {
     pub resync: Duration,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
+    /// Status this operator wrote, keyed by instance uid, with the resourceVersion
+    /// the instance had before the write. See [`Context::with_own_status`].
+    pub written: std::sync::Mutex<std::collections::HashMap<String, (String, KuraInstanceStatus)>>,
 }
 
 impl Context {
     pub fn config(&self) -> Arc<OperatorConfig> {
         self.config.borrow().clone()
+    }
+
+    /// The reflector cache can lag our own status write; a reconcile triggered by
+    /// a child event in between would see the old status and apply again. When the
+    /// cached instance is exactly the one we wrote over (same resourceVersion),
+    /// the server's answer to our write is the fresher observation.
+    pub fn with_own_status(&self, instance: Arc<KuraInstance>) -> Arc<KuraInstance> {
+        let uid = instance.metadata.uid.clone().unwrap_or_default();
+        let mut written = self.written.lock().unwrap();
+        match written.get(&uid) {
+            Some((rv_before, status))
+                if instance.metadata.resource_version.as_ref() == Some(rv_before) =>
+            {
+                let mut fresher = (*instance).clone();
+                fresher.status = Some(status.clone());
+                Arc::new(fresher)
+            }
+            Some(_) => {
+                written.remove(&uid);
+                instance
+            }
+            None => instance,
+        }
+    }
+
+    pub fn remember_status(&self, instance: &KuraInstance, status: &KuraInstanceStatus) {
+        if let (Some(uid), Some(rv)) = (&instance.metadata.uid, &instance.metadata.resource_version)
+        {
+            self.written
+                .lock()
+                .unwrap()
+                .insert(uid.clone(), (rv.clone(), status.clone()));
+        }
     }
 }
 

@@ -150,6 +150,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         resync: args.resync,
         metrics: Default::default(),
         faults: Faults::from_env(),
+        written: Default::default(),
     });
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Condition;
 
+// Several printer columns repeat `type_ = "string"`; that is not a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "kura.dev",

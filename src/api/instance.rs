@@ -30,6 +30,8 @@ pub const MAX_ALIASES: usize = 8;
 /// A Kura cache instance. The operator renders its children from this spec and the
 /// operator's region configuration; the content hash of that rendering is the
 /// instance's revision.
+// Several printer columns repeat `type_ = "string"`; that is not a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "kura.dev",

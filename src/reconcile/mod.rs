@@ -61,6 +61,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     ) else {
         return Err(Error::Unnamed);
     };
+    let instance = ctx.with_own_status(instance);
     let config = ctx.config();
     let now = Timestamp::now();
 
@@ -131,6 +132,17 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         policy: &ctx.policy,
         now,
     });
+    match &outcome {
+        Outcome::Applied { reasons, .. } => {
+            let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+            tracing::info!(%namespace, instance = %name, revision = ?new_status.applied_revision_short, reasons = %why.join(", "), "applied");
+        }
+        Outcome::ApplyFailed { error, .. } => {
+            tracing::warn!(%namespace, instance = %name, %error, "apply failed")
+        }
+        _ => {}
+    }
+    tracing::debug!(%namespace, instance = %name, outcome = outcome.label(), "reconciled");
     ctx.metrics.record(&outcome, new_status.phase);
     events::publish(&ctx, &instance, &observed.status, &new_status, &outcome).await;
     if new_status != observed.status {

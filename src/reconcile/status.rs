@@ -38,6 +38,19 @@ pub enum Outcome {
     Converged,
 }
 
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Invalid(_) => "invalid",
+            Outcome::Paused => "paused",
+            Outcome::Applied { .. } => "applied",
+            Outcome::ApplyFailed { .. } => "apply-failed",
+            Outcome::Waiting { .. } => "waiting",
+            Outcome::Converged => "converged",
+        }
+    }
+}
+
 pub struct StatusInputs<'a> {
     pub observed: &'a Observed,
     pub desired: Option<&'a Desired>,

@@ -6,3 +6,5 @@ mod support;
 
 mod chart;
 mod control_plane;
+mod founding_incident;
+mod operator;
