@@ -5,7 +5,7 @@
 mod children;
 pub mod gateway;
 pub mod hash;
-mod object;
+pub mod object;
 
 pub use hash::canonical_json;
 pub use object::{Desired, ObjectId, RenderedObject};
