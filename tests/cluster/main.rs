@@ -8,3 +8,4 @@ mod chart;
 mod control_plane;
 mod founding_incident;
 mod operator;
+mod recovery;

@@ -1,0 +1,147 @@
+//! Force re-apply, and a crash between apply and the status write, against the
+//! real control plane.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::operator::{Operator, config, instance};
+use crate::support::*;
+use kura_operator::api::{KuraInstance, Phase};
+
+async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
+    // Served by kura-sim, which plays the region's ingress controller.
+    let classes: Api<IngressClass> = Api::all(ns.client.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("shared-{}", ns.name)},
+                "spec": {"controller": "kura.dev/sim-ingress"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    classes
+}
+
+async fn wait_ready(
+    instances: &Api<KuraInstance>,
+    name: &str,
+) -> kura_operator::api::KuraInstanceStatus {
+    wait_for(
+        "the instance to be Ready",
+        Duration::from_secs(90),
+        || async {
+            let s = instances.get(name).await.ok()?.status?;
+            (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn force_annotation_reapplies_and_is_acknowledged() {
+    let ns = TestNamespace::new("force").await;
+    let classes = shared_class(&ns).await;
+    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    wait_ready(&instances, "acme").await;
+    let applies_before = op.log().matches("outcome=\"applied\"").count();
+
+    let patch =
+        json!({"metadata": {"annotations": {"kura.dev/reapply-at": "2026-11-29T10:00:00Z"}}});
+    instances
+        .patch("acme", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let status = wait_for(
+        "the force token to be acknowledged",
+        Duration::from_secs(60),
+        || async {
+            let s = instances.get("acme").await.ok()?.status?;
+            (s.last_handled_reapply_at.as_deref() == Some("2026-11-29T10:00:00Z")).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(status.phase, Some(Phase::Ready));
+    assert_eq!(
+        op.log().matches("outcome=\"applied\"").count(),
+        applies_before + 1,
+        "everything matched, yet it re-applied once"
+    );
+    let events: Api<Event> = ns.api();
+    wait_for(
+        "a ForcedReapply Event (the audit trail)",
+        Duration::from_secs(30),
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("ForcedReapply"))
+                .then_some(())
+        },
+    )
+    .await;
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+#[tokio::test]
+async fn crash_between_apply_and_status_write_recovers() {
+    let ns = TestNamespace::new("crash").await;
+    let classes = shared_class(&ns).await;
+    // The fault hook exits the process right after apply and prune, before status.
+    let mut op = Operator::start_with_env(
+        &ns.name,
+        &config(&ns.name, "host", "example.com/none"),
+        &[("KURA_FAULT_EXIT_AFTER_APPLY", "1")],
+    );
+    let instances: Api<KuraInstance> = ns.api();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    let exit = op.wait_exit(Duration::from_secs(60)).await;
+    assert_eq!(exit.code(), Some(137), "the fault hook fired");
+    let sts: Api<StatefulSet> = ns.api();
+    assert!(
+        sts.get_opt("acme").await.unwrap().is_some(),
+        "children were applied before the crash"
+    );
+    let before = instances.get("acme").await.unwrap();
+    assert!(
+        before.status.and_then(|s| s.applied_revision).is_none(),
+        "the status write never happened"
+    );
+
+    op.restart(&[]);
+    let status = wait_ready(&instances, "acme").await;
+    assert_eq!(
+        status.inventory.len(),
+        7,
+        "one inventory entry per child: {:?}",
+        status.inventory
+    );
+    let all = sts.list(&ListParams::default()).await.unwrap();
+    assert_eq!(all.items.len(), 1, "no duplicate workload");
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
