@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Condition;
 
+// Each printcolumn repeats `type_`; clippy reads the derive's arguments as attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "kura.dev",
