@@ -4,4 +4,5 @@
 
 mod support;
 
+mod admission;
 mod control_plane;
