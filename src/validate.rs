@@ -94,6 +94,7 @@ pub struct ValidatedInstance {
     pub image: String,
     pub replicas: i32,
     pub host: String,
+    /// Sorted: aliases are a set, so their order never changes the rendering.
     pub aliases: Vec<String>,
     pub storage_size: String,
     pub storage_class: Option<String>,
@@ -269,7 +270,7 @@ pub fn validate(
         image: spec.image.clone(),
         replicas: spec.replicas,
         host,
-        aliases: spec.aliases.clone(),
+        aliases: sorted(&spec.aliases),
         storage_size: spec.storage.size.clone(),
         storage_class: spec
             .storage
@@ -280,6 +281,14 @@ pub fn validate(
         env: spec.env.clone(),
         gateway,
     })
+}
+
+/// Aliases are a set (`x-kubernetes-list-type: set`): their order carries no
+/// meaning, so it must not reach the rendered ConfigMap and change the revision.
+fn sorted(aliases: &[String]) -> Vec<String> {
+    let mut aliases = aliases.to_vec();
+    aliases.sort_unstable();
+    aliases
 }
 
 fn label_field(path: &str, value: &str, max: usize, errs: &mut Vec<FieldError>) {

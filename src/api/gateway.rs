@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Condition;
 
-// Several printer columns repeat `type_ = "string"`; that is not a duplicated attribute.
+// Each printcolumn repeats `type_`; clippy reads the derive's arguments as attributes.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(

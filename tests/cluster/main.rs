@@ -4,6 +4,7 @@
 
 mod support;
 
+mod admission;
 mod chart;
 mod control_plane;
 mod founding_incident;

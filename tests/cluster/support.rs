@@ -20,12 +20,19 @@ pub fn kubeconfig_path() -> PathBuf {
         .unwrap_or_else(|| repo().join(".control-plane/kubeconfig"))
 }
 
+/// Whether the tests use a control plane someone else runs (KURA_TEST_KUBECONFIG):
+/// then it is never started from here, because `up` in this checkout would start a
+/// second plane on the same ports.
+pub fn external_plane() -> bool {
+    std::env::var_os("KURA_TEST_KUBECONFIG").is_some()
+}
+
 /// Starts the control plane if it does not run (once per test binary) and
 /// installs the CRDs from crds/.
 fn ensure_plane() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
-        if std::env::var_os("KURA_TEST_KUBECONFIG").is_none() {
+        if !external_plane() {
             let status = std::process::Command::new(repo().join("scripts/control-plane.sh"))
                 .arg("up")
                 .status()

@@ -1,0 +1,91 @@
+//! Golden vectors: the revision of every example instance, and the canonical form
+//! the revision is built from (documented in render/hash.rs).
+//!
+//! A change to any value here means the rendered output changed, and every deployed
+//! instance will get a new desired revision and be re-applied when the operator is
+//! upgraded. That may be intended (then update the vectors, and say so in the change
+//! description), but it must never happen by accident.
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+/// (instance, revision, pod template hash) under examples/config.yaml.
+const GOLDEN: [(&str, &str, &str); 3] = [
+    (
+        "acme-eu",
+        "eb40c84698ad2c76257c81390e42ff62f19d7bd27212bf34f29f8174b0ccff03",
+        "ff562e26d6d73ee3",
+    ),
+    (
+        "globex-eu",
+        "a5c600e064a5e91c9f18e1feb5d5e0bbf75a9ffcf341e8be2ac05eae0d8807b3",
+        "473101049342bbed",
+    ),
+    (
+        "initech-fra",
+        "c0ba0dc9de3b589bca0f18d5908d083e7f187ae98637600c2d7c165a4e28972b",
+        "218a6b1174cacda2",
+    ),
+];
+
+#[test]
+fn example_instances_render_their_pinned_revisions() {
+    let rendered: Vec<(String, String, String)> = examples()
+        .iter()
+        .map(|i| {
+            let d = render_with(i, &config());
+            (
+                i.metadata.name.clone().unwrap(),
+                d.revision,
+                d.pod_template_hash,
+            )
+        })
+        .collect();
+    let golden: Vec<(String, String, String)> = GOLDEN
+        .iter()
+        .map(|(n, r, p)| (n.to_string(), r.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(
+        rendered, golden,
+        "the rendered output changed: see the module comment"
+    );
+}
+
+#[test]
+fn canonical_json_sorts_keys_and_drops_whitespace() {
+    let value = json!({ "b": 1, "a": [true, null, "x\"y"], "c": { "z": 1.5, "y": -2 } });
+    let canonical = String::from_utf8(canonical_json(&value)).unwrap();
+    assert_eq!(
+        canonical,
+        r#"{"a":[true,null,"x\"y"],"b":1,"c":{"y":-2,"z":1.5}}"#
+    );
+}
+
+#[test]
+fn an_object_hash_is_the_hex_sha256_of_its_canonical_json() {
+    let value = json!({ "kind": "ConfigMap", "apiVersion": "v1" });
+    let expected = format!(
+        "{:x}",
+        Sha256::digest(br#"{"apiVersion":"v1","kind":"ConfigMap"}"#)
+    );
+    assert_eq!(hash::object_hash(&value), expected);
+}
+
+#[test]
+fn the_revision_hashes_one_line_per_object_with_empty_namespace_for_cluster_scope() {
+    let id = |kind: &str, namespace: Option<&str>| ObjectId {
+        api_version: "v1".into(),
+        kind: kind.into(),
+        namespace: namespace.map(String::from),
+        name: "n".into(),
+    };
+    let (a, b) = (id("ConfigMap", Some("ns")), id("Namespace", None));
+    let revision = hash::revision([(&a, "h1"), (&b, "h2")].into_iter());
+    let expected = format!(
+        "{:x}",
+        Sha256::digest(b"v1 ConfigMap ns/n h1\nv1 Namespace /n h2\n")
+    );
+    assert_eq!(revision, expected);
+}

@@ -1,0 +1,56 @@
+//! INCIDENTS.md #1, the founding incident, as a pure test: a renderer change moved
+//! bare-metal regions from a dedicated gateway to the shared ingress class, the image
+//! stayed the same, and nothing noticed. Here the same move is a configuration change
+//! (the region becomes `host`), and the revision must notice it.
+
+use super::*;
+use crate::config::NetworkMode;
+
+fn ingress_classes(desired: &Desired) -> Vec<&str> {
+    find(desired, "Ingress")
+        .iter()
+        .map(|o| o.body["spec"]["ingressClassName"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn founding_incident_auto_instance_moving_from_cloud_to_host_region_changes_revision_class_and_drops_gateway()
+ {
+    // The same instance: gateway Auto, same image, before and after.
+    let instance = example("acme-eu");
+    assert_eq!(instance.spec.gateway.mode, GatewayMode::Auto);
+    let cloud = config();
+    assert_eq!(cloud.regions["eu-west-1"].network, NetworkMode::Cloud);
+    let mut host = cloud.clone();
+    host.regions.get_mut("eu-west-1").unwrap().network = NetworkMode::Host;
+
+    let before = render_with(&instance, &cloud);
+    let after = render_with(&instance, &host);
+
+    // Image equality is exactly the check that let the incident through.
+    assert_eq!(before.image, after.image);
+    assert_ne!(
+        before.revision, after.revision,
+        "the move must change the revision"
+    );
+
+    assert_eq!(
+        ingress_classes(&before),
+        ["kura-gw.kura-demo.gw-acme-eu-west-1"]
+    );
+    assert_eq!(ingress_classes(&after), ["kura-shared"]);
+
+    assert_eq!(find(&before, "KuraGateway").len(), 1);
+    assert!(
+        find(&after, "KuraGateway").is_empty(),
+        "the dedicated gateway must leave the set"
+    );
+    // Everything else is still there: pruning removes exactly the gateway.
+    let ids = |d: &Desired| -> Vec<ObjectId> { d.objects.iter().map(|o| o.id.clone()).collect() };
+    let mut expected = ids(&before);
+    expected.retain(|id| id.kind != "KuraGateway");
+    assert_eq!(ids(&after), expected);
+
+    // An ingress class is nothing a pod cares about: the pods must not roll (INCIDENTS.md #4).
+    assert_eq!(before.pod_template_hash, after.pod_template_hash);
+}

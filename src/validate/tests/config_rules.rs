@@ -1,0 +1,146 @@
+//! One test per rule of the operator configuration, through `OperatorConfig::parse`
+//! (the path the operator takes at start-up): each breaks one field of the example
+//! configuration.
+
+use serde_yaml::Value;
+
+use super::*;
+use crate::config::ConfigError;
+
+/// The example configuration as a YAML tree, after `edit`.
+fn edited(edit: impl FnOnce(&mut Value)) -> String {
+    let mut tree: Value = serde_yaml::from_str(EXAMPLE_CONFIG).unwrap();
+    edit(&mut tree);
+    serde_yaml::to_string(&tree).unwrap()
+}
+
+#[track_caller]
+fn assert_config_rejected(edit: impl FnOnce(&mut Value), path: &str, needle: &str) {
+    match OperatorConfig::parse(&edited(edit)) {
+        Err(ConfigError::Invalid { errors, .. }) => assert_only_error_at(&errors.0, path, needle),
+        other => panic!("expected a validation error at {path}, got {other:?}"),
+    }
+}
+
+/// Errors serde reports before validation: the message must name the culprit.
+#[track_caller]
+fn assert_unparsable(edit: impl FnOnce(&mut Value), needle: &str) {
+    match OperatorConfig::parse(&edited(edit)) {
+        Err(e @ ConfigError::Parse { .. }) => {
+            let shown = e.to_string();
+            assert!(shown.contains(needle), "{shown:?} must contain {needle:?}");
+        }
+        other => panic!("expected a parse error mentioning {needle:?}, got {other:?}"),
+    }
+}
+
+fn eu(tree: &mut Value) -> &mut Value {
+    &mut tree["regions"]["eu-west-1"]
+}
+
+#[test]
+fn rejects_empty_gateway_image() {
+    let edit = |c: &mut Value| c["gateway"]["image"] = "".into();
+    assert_config_rejected(edit, "gateway.image", "must be 1 to 255 characters");
+}
+
+#[test]
+fn rejects_gateway_controller_without_a_domain_prefix() {
+    let edit = |c: &mut Value| c["gateway"]["controller"] = "nginx".into();
+    assert_config_rejected(edit, "gateway.controller", "must be a domain-prefixed path");
+}
+
+#[test]
+fn rejects_zero_gateway_replicas() {
+    let edit = |c: &mut Value| c["gateway"]["replicas"] = 0.into();
+    assert_config_rejected(edit, "gateway.replicas", "must be between 1 and 8");
+}
+
+#[test]
+fn rejects_nine_gateway_replicas() {
+    let edit = |c: &mut Value| c["gateway"]["replicas"] = 9.into();
+    assert_config_rejected(edit, "gateway.replicas", "must be between 1 and 8");
+}
+
+#[test]
+fn rejects_empty_regions() {
+    let edit = |c: &mut Value| c["regions"] = Value::Mapping(Default::default());
+    assert_config_rejected(edit, "regions", "at least one region is required");
+}
+
+#[test]
+fn rejects_region_name_that_is_not_a_dns_label() {
+    let edit = |c: &mut Value| {
+        let regions = c["regions"].as_mapping_mut().unwrap();
+        let eu = regions.remove("eu-west-1").unwrap();
+        regions.insert("EU_West".into(), eu);
+    };
+    assert_config_rejected(edit, "regions.EU_West", "region name must be a DNS label");
+}
+
+#[test]
+fn rejects_shared_ingress_class_that_is_not_a_dns_subdomain() {
+    let edit = |c: &mut Value| eu(c)["sharedIngressClass"] = "Kura_Shared".into();
+    let path = "regions.eu-west-1.sharedIngressClass";
+    assert_config_rejected(
+        edit,
+        path,
+        "must be a DNS subdomain of at most 253 characters",
+    );
+}
+
+#[test]
+fn rejects_domain_that_is_not_a_dns_subdomain() {
+    let edit = |c: &mut Value| eu(c)["domain"] = "kura..example.com".into();
+    let needle = "must be a DNS subdomain of at most 180 characters";
+    assert_config_rejected(edit, "regions.eu-west-1.domain", needle);
+}
+
+#[test]
+fn rejects_storage_class_that_is_not_a_dns_subdomain() {
+    let edit = |c: &mut Value| eu(c)["storageClass"] = "Standard SSD".into();
+    let path = "regions.eu-west-1.storageClass";
+    assert_config_rejected(edit, path, "must be a DNS subdomain");
+}
+
+#[test]
+fn rejects_default_cpu_request_that_is_not_a_quantity() {
+    let edit = |c: &mut Value| eu(c)["defaultResources"]["requests"]["cpu"] = "2 cores".into();
+    let path = "regions.eu-west-1.defaultResources.requests.cpu";
+    assert_config_rejected(edit, path, r#""2 cores" is not a CPU quantity"#);
+}
+
+#[test]
+fn rejects_default_memory_limit_that_is_not_a_quantity() {
+    let edit = |c: &mut Value| eu(c)["defaultResources"]["limits"]["memory"] = "1GB".into();
+    let path = "regions.eu-west-1.defaultResources.limits.memory";
+    assert_config_rejected(edit, path, r#""1GB" is not a memory quantity"#);
+}
+
+/// A typo must not silently fall back to a default.
+#[test]
+fn rejects_unknown_field_naming_it() {
+    assert_unparsable(
+        |c| eu(c)["sharedIngresClass"] = "x".into(),
+        "sharedIngresClass",
+    );
+}
+
+#[test]
+fn rejects_unknown_network_mode_naming_the_known_ones() {
+    let needle = "unknown variant `metal`, expected `cloud` or `host`";
+    assert_unparsable(|c| eu(c)["network"] = "metal".into(), needle);
+}
+
+#[test]
+fn rejects_a_configuration_without_regions() {
+    let edit = |c: &mut Value| _ = c.as_mapping_mut().unwrap().remove("regions");
+    assert_unparsable(edit, "missing field `regions`");
+}
+
+#[test]
+fn gateway_defaults_apply_when_the_gateway_section_is_absent() {
+    let text = edited(|c| _ = c.as_mapping_mut().unwrap().remove("gateway"));
+    let parsed = OperatorConfig::parse(&text).unwrap();
+    assert_eq!(parsed.gateway, crate::config::GatewayDefaults::default());
+}
