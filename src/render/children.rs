@@ -69,7 +69,7 @@ pub fn config_map(instance: &ValidatedInstance) -> Value {
     let kura_json = super::hash::canonical_string(&config);
     let mut config_map = json!({ "apiVersion": "v1", "kind": "ConfigMap" });
     config_map["metadata"] = metadata(instance, &config_map_name(instance));
-    config_map["data"] = json!({ "kura.json": kura_json });
+    config_map["data"]["kura.json"] = Value::String(kura_json);
     config_map
 }
 
