@@ -36,9 +36,13 @@ pub fn bounded(base: &str, max: usize) -> String {
 }
 
 pub fn short_hash(input: &str, len: usize) -> String {
-    let digest = Sha256::digest(input.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    hex[..len].to_string()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    Sha256::digest(input.as_bytes())
+        .iter()
+        .flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0xf)]])
+        .take(len)
+        .map(char::from)
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,4 +1,8 @@
 //! One function per child kind of an instance. Each returns a complete manifest.
+//!
+//! Nested `Value`s are moved into place (`object["key"] = value`) instead of being
+//! interpolated into `json!`, which would copy each of them through serde again:
+//! rendering runs for every instance on every reconcile (see docs/benchmarks.md).
 
 use serde_json::{Value, json};
 
@@ -10,14 +14,11 @@ use crate::names;
 use crate::validate::ValidatedInstance;
 
 fn metadata(instance: &ValidatedInstance, name: &str) -> Value {
-    let mut metadata = json!({
-        "name": name,
-        "namespace": instance.namespace,
-        "labels": instance_labels(instance),
-    });
+    let mut metadata = json!({ "name": name, "namespace": instance.namespace });
+    metadata["labels"] = instance_labels(instance);
     // An instance read from a file (offline `render`) has no uid yet: no owner.
     if !instance.uid.is_empty() {
-        metadata["ownerReferences"] = json!([owner_reference(instance)]);
+        metadata["ownerReferences"] = Value::Array(vec![owner_reference(instance)]);
     }
     metadata
 }
@@ -44,34 +45,37 @@ fn config_map_name(instance: &ValidatedInstance) -> String {
 }
 
 pub fn service_account(instance: &ValidatedInstance) -> Value {
-    json!({
+    let mut account = json!({
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": metadata(instance, &instance.name),
         "automountServiceAccountToken": false,
-    })
+    });
+    account["metadata"] = metadata(instance, &instance.name);
+    account
 }
 
 pub fn config_map(instance: &ValidatedInstance) -> Value {
-    let mut hosts = vec![instance.host.clone()];
-    hosts.extend(instance.aliases.iter().cloned());
-    let config = json!({
+    let hosts: Vec<Value> = std::iter::once(&instance.host)
+        .chain(&instance.aliases)
+        .map(|h| Value::String(h.clone()))
+        .collect();
+    let mut config = json!({
         "account": instance.account,
         "region": instance.region,
-        "hosts": hosts,
         "listen": format!(":{CACHE_PORT}"),
         "dataDir": "/var/lib/kura",
     });
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": metadata(instance, &config_map_name(instance)),
-        "data": { "kura.json": String::from_utf8(super::canonical_json(&config)).expect("JSON is UTF-8") },
-    })
+    config["hosts"] = Value::Array(hosts);
+    let kura_json = super::hash::canonical_string(&config);
+    let mut config_map = json!({ "apiVersion": "v1", "kind": "ConfigMap" });
+    config_map["metadata"] = metadata(instance, &config_map_name(instance));
+    config_map["data"]["kura.json"] = Value::String(kura_json);
+    config_map
 }
 
-/// The pod template, without the pod-template-hash annotation (which is derived from it).
-pub fn pod_template(instance: &ValidatedInstance, pod_template_hash: &str) -> Value {
+/// The pod template, without the pod-template-hash annotation (which is derived
+/// from it: see [`annotate_pod_template`]).
+pub fn pod_template(instance: &ValidatedInstance) -> Value {
     let mut env = vec![
         json!({"name": "KURA_ACCOUNT", "value": instance.account}),
         json!({"name": "KURA_REGION", "value": instance.region}),
@@ -80,7 +84,7 @@ pub fn pod_template(instance: &ValidatedInstance, pod_template_hash: &str) -> Va
     for var in &instance.env {
         env.push(match (&var.value, &var.secret_key_ref) {
             (_, Some(r)) => json!({"name": var.name, "valueFrom": {"secretKeyRef": {"name": r.name, "key": r.key}}}),
-            (value, None) => json!({"name": var.name, "value": value.clone().unwrap_or_default()}),
+            (value, None) => json!({"name": var.name, "value": value.as_deref().unwrap_or_default()}),
         });
     }
     let mut resources = serde_json::Map::new();
@@ -91,17 +95,33 @@ pub fn pod_template(instance: &ValidatedInstance, pod_template_hash: &str) -> Va
         if let Some(a) = amounts {
             let mut m = serde_json::Map::new();
             if let Some(cpu) = &a.cpu {
-                m.insert("cpu".into(), json!(cpu));
+                m.insert("cpu".into(), Value::String(cpu.clone()));
             }
             if let Some(mem) = &a.memory {
-                m.insert("memory".into(), json!(mem));
+                m.insert("memory".into(), Value::String(mem.clone()));
             }
             resources.insert(part.into(), Value::Object(m));
         }
     }
-    let mut labels = instance_labels(instance);
+    let mut container = json!({
+        "name": "kura",
+        "image": instance.image,
+        "ports": [{ "name": "http", "containerPort": CACHE_PORT, "protocol": "TCP" }],
+        "readinessProbe": { "httpGet": { "path": "/up", "port": "http" }, "periodSeconds": 5 },
+        "livenessProbe": { "httpGet": { "path": "/up", "port": "http" }, "periodSeconds": 10, "failureThreshold": 6 },
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "capabilities": { "drop": ["ALL"] },
+        },
+        "volumeMounts": [
+            { "name": "data", "mountPath": "/var/lib/kura" },
+            { "name": "config", "mountPath": "/etc/kura", "readOnly": true },
+        ],
+    });
+    container["env"] = Value::Array(env);
+    container["resources"] = Value::Object(resources);
     let mut template = json!({
-        "metadata": { "labels": labels.take() },
         "spec": {
             "serviceAccountName": instance.name,
             "automountServiceAccountToken": false,
@@ -113,99 +133,91 @@ pub fn pod_template(instance: &ValidatedInstance, pod_template_hash: &str) -> Va
                 "fsGroup": 65532,
                 "seccompProfile": { "type": "RuntimeDefault" },
             },
-            "containers": [{
-                "name": "kura",
-                "image": instance.image,
-                "ports": [{ "name": "http", "containerPort": CACHE_PORT, "protocol": "TCP" }],
-                "env": env,
-                "resources": resources,
-                "readinessProbe": { "httpGet": { "path": "/up", "port": "http" }, "periodSeconds": 5 },
-                "livenessProbe": { "httpGet": { "path": "/up", "port": "http" }, "periodSeconds": 10, "failureThreshold": 6 },
-                "securityContext": {
-                    "allowPrivilegeEscalation": false,
-                    "readOnlyRootFilesystem": true,
-                    "capabilities": { "drop": ["ALL"] },
-                },
-                "volumeMounts": [
-                    { "name": "data", "mountPath": "/var/lib/kura" },
-                    { "name": "config", "mountPath": "/etc/kura", "readOnly": true },
-                ],
-            }],
             "volumes": [{ "name": "config", "configMap": { "name": config_map_name(instance) } }],
         },
     });
-    if !pod_template_hash.is_empty() {
-        template["metadata"]["annotations"] =
-            json!({ ANNOTATION_POD_TEMPLATE_HASH: pod_template_hash });
-    }
+    template["metadata"]["labels"] = instance_labels(instance);
+    template["spec"]["containers"] = Value::Array(vec![container]);
     template
+}
+
+/// Stamp the hash of the pod-relevant inputs into the template: a change of it is
+/// what rolls the pods, and nothing else does (INCIDENTS.md #4).
+pub fn annotate_pod_template(template: &mut Value, pod_template_hash: &str) {
+    template["metadata"]["annotations"] =
+        json!({ ANNOTATION_POD_TEMPLATE_HASH: pod_template_hash });
 }
 
 /// A StatefulSet: each replica gets a stable identity and its own cache volume
 /// from the claim template; claims are retained on scale-down and deletion, so a
 /// rollout can never lose data.
-pub fn stateful_set(instance: &ValidatedInstance, pod_template_hash: &str) -> Value {
+pub fn stateful_set(instance: &ValidatedInstance, template: Value) -> Value {
     let mut claim_spec = json!({
         "accessModes": ["ReadWriteOnce"],
         "resources": { "requests": { "storage": instance.storage_size } },
     });
     if let Some(class) = &instance.storage_class {
-        claim_spec["storageClassName"] = json!(class);
+        claim_spec["storageClassName"] = Value::String(class.clone());
     }
-    json!({
+    let mut claim_template = json!({ "metadata": { "name": "data" } });
+    claim_template["metadata"]["labels"] = selector(instance);
+    claim_template["spec"] = claim_spec;
+    let mut set = json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": metadata(instance, &instance.name),
         "spec": {
             "replicas": instance.replicas,
             "serviceName": instance.name,
             "podManagementPolicy": "Parallel",
-            "selector": { "matchLabels": selector(instance) },
             "updateStrategy": { "type": "RollingUpdate" },
             "persistentVolumeClaimRetentionPolicy": { "whenDeleted": "Retain", "whenScaled": "Retain" },
-            "template": pod_template(instance, pod_template_hash),
-            "volumeClaimTemplates": [{
-                "metadata": { "name": "data", "labels": selector(instance) },
-                "spec": claim_spec,
-            }],
         },
-    })
+    });
+    set["metadata"] = metadata(instance, &instance.name);
+    set["spec"]["selector"]["matchLabels"] = selector(instance);
+    set["spec"]["template"] = template;
+    set["spec"]["volumeClaimTemplates"] = Value::Array(vec![claim_template]);
+    set
 }
 
 pub fn service(instance: &ValidatedInstance) -> Value {
-    json!({
+    let mut service = json!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(instance, &instance.name),
         "spec": {
             "type": "ClusterIP",
-            "selector": selector(instance),
             "ports": [{ "name": "http", "port": 80, "targetPort": "http", "protocol": "TCP" }],
         },
-    })
+    });
+    service["metadata"] = metadata(instance, &instance.name);
+    service["spec"]["selector"] = selector(instance);
+    service
 }
 
 pub fn pod_disruption_budget(instance: &ValidatedInstance) -> Value {
-    json!({
+    let mut budget = json!({
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": metadata(instance, &instance.name),
-        "spec": { "maxUnavailable": 1, "selector": { "matchLabels": selector(instance) } },
-    })
+        "spec": { "maxUnavailable": 1 },
+    });
+    budget["metadata"] = metadata(instance, &instance.name);
+    budget["spec"]["selector"]["matchLabels"] = selector(instance);
+    budget
 }
 
 /// Only the cache port is reachable; everything else to the pods is denied.
 pub fn network_policy(instance: &ValidatedInstance) -> Value {
-    json!({
+    let mut policy = json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": metadata(instance, &instance.name),
         "spec": {
-            "podSelector": { "matchLabels": selector(instance) },
             "policyTypes": ["Ingress"],
             "ingress": [{ "ports": [{ "port": CACHE_PORT, "protocol": "TCP" }] }],
         },
-    })
+    });
+    policy["metadata"] = metadata(instance, &instance.name);
+    policy["spec"]["podSelector"]["matchLabels"] = selector(instance);
+    policy
 }
 
 /// One Ingress per host, all with the resolved ingress class.
@@ -214,10 +226,9 @@ pub fn ingresses(instance: &ValidatedInstance) -> Vec<Value> {
         .chain(instance.aliases.iter())
         .enumerate()
         .map(|(i, host)| {
-            json!({
+            let mut ingress = json!({
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "Ingress",
-                "metadata": metadata(instance, &names::ingress(&instance.name, i, host)),
                 "spec": {
                     "ingressClassName": instance.gateway.ingress_class_name,
                     "rules": [{
@@ -229,7 +240,9 @@ pub fn ingresses(instance: &ValidatedInstance) -> Vec<Value> {
                         }]},
                     }],
                 },
-            })
+            });
+            ingress["metadata"] = metadata(instance, &names::ingress(&instance.name, i, host));
+            ingress
         })
         .collect()
 }

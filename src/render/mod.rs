@@ -19,12 +19,13 @@ use crate::validate::ValidatedInstance;
 /// Render every child of an instance and stamp the revision into each of them.
 pub fn render(instance: &ValidatedInstance, config: &OperatorConfig) -> Desired {
     let config_map = children::config_map(instance);
-    let pod_template_hash =
-        hash::pod_template_hash(&children::pod_template(instance, ""), &config_map);
+    let mut template = children::pod_template(instance);
+    let pod_template_hash = hash::pod_template_hash(&template, &config_map);
+    children::annotate_pod_template(&mut template, &pod_template_hash);
     let mut objects = vec![
         children::service_account(instance),
         config_map,
-        children::stateful_set(instance, &pod_template_hash),
+        children::stateful_set(instance, template),
         children::service(instance),
         children::pod_disruption_budget(instance),
         children::network_policy(instance),

@@ -17,12 +17,14 @@ pub struct ObjectId {
 
 impl ObjectId {
     pub fn of(body: &Value) -> ObjectId {
-        let s = |p: &str| body.pointer(p).and_then(Value::as_str).map(str::to_string);
+        // Plain lookups: `Value::pointer` allocates to unescape every path segment.
+        let s = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+        let metadata = body.get("metadata").unwrap_or(&Value::Null);
         ObjectId {
-            api_version: s("/apiVersion").unwrap_or_default(),
-            kind: s("/kind").unwrap_or_default(),
-            namespace: s("/metadata/namespace"),
-            name: s("/metadata/name").unwrap_or_default(),
+            api_version: s(body, "apiVersion").unwrap_or_default(),
+            kind: s(body, "kind").unwrap_or_default(),
+            namespace: s(metadata, "namespace"),
+            name: s(metadata, "name").unwrap_or_default(),
         }
     }
 
