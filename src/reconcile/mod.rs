@@ -61,7 +61,9 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     ) else {
         return Err(Error::Unnamed);
     };
+    let cached_rv = instance.metadata.resource_version.clone();
     let instance = ctx.with_own_status(instance);
+    tracing::trace!(%namespace, instance = %name, ?cached_rv, has_status = instance.status.is_some(), "reconcile start");
     let config = ctx.config();
     let now = Timestamp::now();
 
@@ -150,6 +152,8 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         status::write(&api, &name, &new_status)
             .await
             .map_err(Error::Status)?;
+        ctx.remember_status(&instance, &new_status);
+        tracing::trace!(%namespace, instance = %name, rv_before = ?instance.metadata.resource_version, "status written");
     }
     let requeue = match activation {
         Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),

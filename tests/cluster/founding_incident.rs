@@ -75,6 +75,12 @@ async fn wedged_dedicated_instance_moves_to_shared_class_on_config_change() {
 
     // Negative control: while wedged and nothing changes, repeated reconciles apply nothing.
     let applies_when_wedged = op.log().matches("outcome=\"applied\"").count();
+    assert_eq!(
+        applies_when_wedged,
+        1,
+        "one apply brought it here: {}",
+        op.log()
+    );
     op.wait_for_log_count("outcome=\"converged\"", 3, Duration::from_secs(60))
         .await;
     assert_eq!(

@@ -59,7 +59,7 @@ impl Operator {
             .arg(&self.config_path)
             .arg("--kubeconfig")
             .arg(kubeconfig_path())
-            .env("KURA_LOG", "info,kura_operator::reconcile=debug")
+            .env("KURA_LOG", "info,kura_operator::reconcile=trace")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log)
