@@ -5,7 +5,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{kubeconfig_path, wait_for};
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::support::{TestNamespace, kubeconfig_path, wait_for};
+use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase};
 
 pub struct Operator {
     child: Option<Child>,
@@ -13,6 +18,7 @@ pub struct Operator {
     pub log_path: PathBuf,
     namespace: String,
     extra_env: Vec<(String, String)>,
+    extra_args: Vec<String>,
 }
 
 impl Operator {
@@ -21,6 +27,16 @@ impl Operator {
     }
 
     pub fn start_with_env(namespace: &str, config_yaml: &str, env: &[(&str, &str)]) -> Operator {
+        Self::start_full(namespace, config_yaml, &[], env)
+    }
+
+    /// With extra `run` flags (they come last, so they override the defaults).
+    pub fn start_full(
+        namespace: &str,
+        config_yaml: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         let dir = std::env::temp_dir().join(format!("kura-op-{namespace}"));
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.yaml");
@@ -34,6 +50,7 @@ impl Operator {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            extra_args: args.iter().map(|a| a.to_string()).collect(),
         };
         op.spawn();
         op
@@ -59,6 +76,7 @@ impl Operator {
             .arg(&self.config_path)
             .arg("--kubeconfig")
             .arg(kubeconfig_path())
+            .args(&self.extra_args)
             .env("KURA_LOG", "info,kura_operator::reconcile=trace")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
@@ -138,4 +156,35 @@ pub fn instance(name: &str, image: &str) -> serde_json::Value {
         "metadata": { "name": name },
         "spec": { "account": name, "region": "r1", "image": image, "storage": { "size": "1Gi" } },
     })
+}
+
+/// The region's shared ingress class `shared-<namespace>`, served by kura-sim
+/// (which plays the region's ingress controller). Cluster-scoped: delete it at the end.
+pub async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
+    // Served by kura-sim, which plays the region's ingress controller.
+    let classes: Api<IngressClass> = Api::all(ns.client.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("shared-{}", ns.name)},
+                "spec": {"controller": "kura.dev/sim-ingress"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    classes
+}
+
+pub async fn wait_ready(instances: &Api<KuraInstance>, name: &str) -> KuraInstanceStatus {
+    wait_for(
+        "the instance to be Ready",
+        Duration::from_secs(90),
+        || async {
+            let s = instances.get(name).await.ok()?.status?;
+            (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
+        },
+    )
+    .await
 }
