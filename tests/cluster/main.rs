@@ -11,3 +11,4 @@ mod drift;
 mod founding_incident;
 mod operator;
 mod recovery;
+mod stall;
