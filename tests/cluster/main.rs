@@ -9,6 +9,8 @@ mod chart;
 mod control_plane;
 mod drift;
 mod founding_incident;
+mod gc_safety;
+mod idle;
 mod operator;
 mod recovery;
 mod stall;
