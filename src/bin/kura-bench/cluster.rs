@@ -1,0 +1,165 @@
+//! The run's own objects: two fresh namespaces, the region's shared IngressClass
+//! (served by kura-sim), the operator configuration and the instance manifests.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::json;
+
+use crate::{Args, BenchResult};
+
+/// The one region of the bench configuration: host networking, so every instance
+/// uses the shared class and no KuraGateway is involved.
+pub const REGION: &str = "bench";
+
+pub struct Bench {
+    pub client: Client,
+    pub kubeconfig: PathBuf,
+    pub direct_ns: String,
+    pub operator_ns: String,
+    pub class: String,
+    /// The user the kubeconfig authenticates as: the bench's requests and the
+    /// operator's carry it in the audit log.
+    pub user: String,
+    /// Configuration files, rendered manifests and the operator's log.
+    pub workdir: PathBuf,
+}
+
+pub async fn client(kubeconfig: &std::path::Path) -> BenchResult<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| format!("kubeconfig {}: {e}", kubeconfig.display()))?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+impl Bench {
+    pub async fn setup(args: &Args) -> BenchResult<Bench> {
+        let client = client(&args.kubeconfig).await?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for name in ["kurainstances.kura.dev", "kuragateways.kura.dev"] {
+            if crds.get_opt(name).await?.is_none() {
+                return Err(format!(
+                    "CRD {name} is not installed: kubectl apply --server-side -f crds/"
+                )
+                .into());
+            }
+        }
+        let review: SelfSubjectReview = Api::all(client.clone())
+            .create(&PostParams::default(), &serde_json::from_value(json!({}))?)
+            .await?;
+        let user = review
+            .status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .unwrap_or_default();
+        let suffix = jiff::Timestamp::now().as_millisecond() % 1_000_000_000;
+        let bench = Bench {
+            client,
+            kubeconfig: args.kubeconfig.clone(),
+            direct_ns: format!("kura-bench-direct-{suffix}"),
+            operator_ns: format!("kura-bench-op-{suffix}"),
+            class: format!("kura-bench-{suffix}"),
+            user,
+            workdir: std::env::temp_dir().join(format!("kura-bench-{suffix}")),
+        };
+        std::fs::create_dir_all(&bench.workdir)?;
+        if let Err(e) = bench.create_objects().await {
+            bench.cleanup().await;
+            return Err(e);
+        }
+        eprintln!(
+            "kura-bench: namespaces {} and {}, class {}, files in {}",
+            bench.direct_ns,
+            bench.operator_ns,
+            bench.class,
+            bench.workdir.display()
+        );
+        Ok(bench)
+    }
+
+    async fn create_objects(&self) -> BenchResult<()> {
+        let classes: Api<IngressClass> = Api::all(self.client.clone());
+        let class = serde_json::from_value(json!({
+            "metadata": {"name": self.class},
+            "spec": {"controller": "kura.dev/sim-ingress"},
+        }))?;
+        classes.create(&PostParams::default(), &class).await?;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        for name in [&self.direct_ns, &self.operator_ns] {
+            let ns = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+            namespaces.create(&PostParams::default(), &ns).await?;
+        }
+        Ok(())
+    }
+
+    /// The operator configuration; `version` picks the region's domain, so that
+    /// changing it changes every host, and with it every instance's revision.
+    pub fn config(&self, version: u32) -> String {
+        format!(
+            "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: kura.dev/sim-ingress\n  replicas: 1\n\
+             regions:\n  {REGION}:\n    network: host\n    sharedIngressClass: {}\n    domain: v{version}.bench.kura.test\n",
+            self.class
+        )
+    }
+
+    pub fn instance_name(i: usize) -> String {
+        format!("kb-{i:05}")
+    }
+
+    pub fn instance(namespace: &str, i: usize) -> serde_json::Value {
+        let name = Self::instance_name(i);
+        json!({
+            "apiVersion": "kura.dev/v1alpha1",
+            "kind": "KuraInstance",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "account": name,
+                "region": REGION,
+                "image": "registry.example/kura:1.0.0",
+                "storage": {"size": "1Gi"},
+            },
+        })
+    }
+
+    /// Delete what setup created and wait (bounded) until the namespaces are gone,
+    /// so the garbage collection of a run does not load the next one.
+    pub async fn cleanup(&self) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let classes: Api<IngressClass> = Api::all(self.client.clone());
+        for name in [&self.direct_ns, &self.operator_ns] {
+            let _ = namespaces.delete(name, &DeleteParams::background()).await;
+        }
+        let _ = classes.delete(&self.class, &DeleteParams::default()).await;
+        let start = Instant::now();
+        let limit = Duration::from_secs(600);
+        loop {
+            let mut left = Vec::new();
+            for name in [&self.direct_ns, &self.operator_ns] {
+                if !matches!(namespaces.get_opt(name).await, Ok(None)) {
+                    left.push(name.as_str());
+                }
+            }
+            if left.is_empty() {
+                eprintln!(
+                    "kura-bench: cleaned up in {:.0}s",
+                    start.elapsed().as_secs_f64()
+                );
+                return;
+            }
+            if start.elapsed() > limit {
+                eprintln!(
+                    "kura-bench: namespaces {left:?} still terminating after {limit:?}; left to the namespace controller"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `kura-bench`: convergence at scale against the apiserver's own limit.
+//!
+//! One run, against a running control plane (scripts/control-plane.sh):
+//!
+//! 1. direct: `kura-operator render` N instances and server-side apply the children
+//!    into a fresh namespace with the operator's concurrency and wave order (the
+//!    ceiling), then the same after a fleet-wide configuration change;
+//! 2. operator: the release operator in a second namespace; create N KuraInstances
+//!    and time until every applied revision equals the desired one and every child
+//!    exists;
+//! 3. change the operator's configuration file (the region's domain, so every host
+//!    and so every revision changes) and time until every instance re-applied;
+//! 4. idle for two resync periods: mutating requests (audit log) and
+//!    resourceVersion changes;
+//! 5. the operator's and the apiserver's memory and CPU time during 2–4.
+//!
+//! Writes a JSON report and appends a markdown section to docs/benchmarks.md.
+
+mod audit;
+mod cluster;
+mod direct;
+mod fleet;
+mod operator;
+mod proc;
+mod report;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use kura_operator::run::parse_duration;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "kura-bench",
+    about = "Scale benchmark: operator convergence against direct server-side apply"
+)]
+pub struct Args {
+    /// Instances in each namespace.
+    #[arg(long, default_value_t = 1000)]
+    pub n: usize,
+    /// Quick mode: N=100.
+    #[arg(long, conflicts_with = "n")]
+    pub quick: bool,
+    /// The operator's --resync; the idle phase lasts two of them.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub resync: Duration,
+    /// The operator's --concurrency, and the direct client's instances in flight.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u16,
+    /// Kubeconfig of the control plane; its directory holds audit.log and kube-apiserver.pid.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// The operator binary (default: kura-operator next to this binary).
+    #[arg(long)]
+    pub operator_bin: Option<PathBuf>,
+    /// The apiserver's audit log (default: audit.log next to the kubeconfig).
+    #[arg(long)]
+    pub audit_log: Option<PathBuf>,
+    /// The apiserver's pid file (default: kube-apiserver.pid next to the kubeconfig).
+    #[arg(long)]
+    pub apiserver_pid_file: Option<PathBuf>,
+    /// JSON report (default: docs/bench/scale-<date>-n<N>.json in the repository).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Markdown file the results are appended to (default: docs/benchmarks.md).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Limit of each phase and each settling wait (default: 120 s + 0.5 s per instance).
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+impl Args {
+    pub fn instances(&self) -> usize {
+        if self.quick { 100 } else { self.n }
+    }
+
+    pub fn phase_timeout(&self) -> Duration {
+        self.timeout.unwrap_or(
+            Duration::from_secs(120) + Duration::from_millis(500) * self.instances() as u32,
+        )
+    }
+
+    fn beside_kubeconfig(&self, file: &str) -> PathBuf {
+        self.kubeconfig.with_file_name(file)
+    }
+
+    pub fn audit_log(&self) -> PathBuf {
+        self.audit_log
+            .clone()
+            .unwrap_or_else(|| self.beside_kubeconfig("audit.log"))
+    }
+
+    pub fn apiserver_pid_file(&self) -> PathBuf {
+        self.apiserver_pid_file
+            .clone()
+            .unwrap_or_else(|| self.beside_kubeconfig("kube-apiserver.pid"))
+    }
+
+    pub fn operator_bin(&self) -> PathBuf {
+        self.operator_bin.clone().unwrap_or_else(|| {
+            let me = std::env::current_exe().expect("current executable");
+            me.with_file_name("kura-operator")
+        })
+    }
+}
+
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kura-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> BenchResult<()> {
+    let bench = cluster::Bench::setup(&args).await?;
+    let outcome = phases(&args, &bench).await;
+    bench.cleanup().await;
+    let report = outcome?;
+    report::write(&args, &report)?;
+    Ok(())
+}
+
+/// Every phase in order; the namespaces and the class are removed by the caller
+/// whatever happens here.
+async fn phases(args: &Args, bench: &cluster::Bench) -> BenchResult<report::Report> {
+    let mut report = report::Report::start(args, bench).await?;
+    report.direct = direct::run(args, bench).await?;
+    let (op, resources) = operator::run(args, bench).await?;
+    report.operator = op;
+    report.resources = resources;
+    report.finish();
+    Ok(report)
+}

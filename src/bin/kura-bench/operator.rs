@@ -1,0 +1,304 @@
+//! Phases 2–4: the release operator in its own namespace, N instances created,
+//! a fleet-wide configuration change, then an idle window of two resync periods;
+//! memory and CPU time of the operator and the apiserver throughout.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use kura_operator::api::KuraInstance;
+use kura_operator::config::OperatorConfig;
+
+use crate::cluster::Bench;
+use crate::fleet::{self, Watched, wait_all};
+use crate::proc::{self, Sampler};
+use crate::report::{Idle, Operator, Phases, ProcessUse, Resources, secs};
+use crate::{Args, BenchResult, audit};
+
+/// The operator process, killed when dropped.
+struct Process {
+    child: Child,
+    log: PathBuf,
+    config: PathBuf,
+}
+
+impl Process {
+    fn spawn(args: &Args, bench: &Bench, config_yaml: &str) -> BenchResult<Process> {
+        let config = bench.workdir.join("operator-config.yaml");
+        std::fs::write(&config, config_yaml)?;
+        let log = bench.workdir.join("operator.log");
+        let child = Command::new(args.operator_bin())
+            .args(["run", "--namespace", &bench.operator_ns])
+            .args(["--resync", &format!("{}ms", args.resync.as_millis())])
+            .args(["--concurrency", &args.concurrency.to_string()])
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(&bench.kubeconfig)
+            // One debug line per reconcile ("reconciled", with its outcome) is how
+            // the idle phase knows every instance was re-planned.
+            .env("KURA_LOG", "info,kube=warn,kura_operator::reconcile=debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", args.operator_bin().display()))?;
+        Ok(Process { child, log, config })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log_count(&self, needle: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .matches(needle)
+            .count()
+    }
+
+    /// When the operator logged its last line containing `needle` (the text
+    /// format starts each line with an RFC 3339 time).
+    fn logged_at(&self, needle: &str) -> Option<jiff::Timestamp> {
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        let line = log.lines().rfind(|l| l.contains(needle))?;
+        line.split_whitespace().next()?.parse().ok()
+    }
+
+    /// Replace the configuration file whole, as a ConfigMap update does.
+    fn set_config(&self, yaml: &str) -> BenchResult<()> {
+        let tmp = self.config.with_extension("tmp");
+        std::fs::write(&tmp, yaml)?;
+        std::fs::rename(&tmp, &self.config)?;
+        Ok(())
+    }
+
+    async fn wait_running(&mut self) -> BenchResult<()> {
+        let start = Instant::now();
+        while self.log_count("kura-operator running") == 0 {
+            if let Some(status) = self.child.try_wait()? {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Err(format!("the operator exited ({status}):\n{log}").into());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err("the operator did not start within 60s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const CONVERGED: &str = "outcome=\"converged\"";
+
+pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources)> {
+    let n = args.instances();
+    let ns = &bench.operator_ns;
+    let timeout = args.phase_timeout();
+    let expected = fleet::expected(ns, n, &OperatorConfig::parse(&bench.config(1))?)?;
+    let watched = Watched::start(&bench.client, ns).await?;
+    let mut op = Process::spawn(args, bench, &bench.config(1))?;
+    op.wait_running().await?;
+    let apiserver = std::fs::read_to_string(args.apiserver_pid_file())
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let sampler = Sampler::start([Some(op.pid()), apiserver].into_iter().flatten().collect());
+    let sample = |pid: Option<u32>| pid.and_then(proc::read).unwrap_or_default();
+    let (op_pid, mut marks) = (Some(op.pid()), Vec::new());
+    marks.push((sample(op_pid), sample(apiserver)));
+    let mut out = Operator::default();
+
+    eprintln!("kura-bench: operator create: {n} instances");
+    let mark = audit::Mark::now(&args.audit_log());
+    let start = Instant::now();
+    create_instances(&bench.client, ns, n, args.concurrency.into()).await?;
+    let done = wait_all("operator create: converged", n, timeout, || {
+        watched.converged(&expected, None)
+    })
+    .await?;
+    out.create_s = secs(done - start);
+    eprintln!("kura-bench: operator create: {:.2}s", out.create_s);
+    settle(&watched, n, timeout).await?;
+    out.create_requests = audit::count(&args.audit_log(), &mark, ns, &bench.user)?.by_client;
+    marks.push((sample(op_pid), sample(apiserver)));
+
+    eprintln!("kura-bench: operator change: new region domain in the configuration file");
+    let previous = watched.applied_revisions();
+    let mark = audit::Mark::now(&args.audit_log());
+    let (start, written) = (Instant::now(), jiff::Timestamp::now());
+    op.set_config(&bench.config(2))?;
+    let done = wait_all("operator change: re-applied", n, timeout, || {
+        watched.converged(&expected, Some(&previous))
+    })
+    .await?;
+    out.change_s = secs(done - start);
+    // The operator polls its configuration file (config_watch::POLL_INTERVAL).
+    out.config_seen_after_s = op
+        .logged_at("operator configuration changed")
+        .and_then(|t| t.duration_since(written).try_into().ok())
+        .map(secs);
+    eprintln!("kura-bench: operator change: {:.2}s", out.change_s);
+    settle(&watched, n, timeout).await?;
+    out.change_requests = audit::count(&args.audit_log(), &mark, ns, &bench.user)?.by_client;
+    marks.push((sample(op_pid), sample(apiserver)));
+
+    out.idle = idle(args, bench, &op).await?;
+    marks.push((sample(op_pid), sample(apiserver)));
+    let resources = Resources {
+        operator: usage(&marks, |m| m.0, sampler.peak_kib(op.pid()), true),
+        apiserver: apiserver.map(|pid| usage(&marks, |m| m.1, sampler.peak_kib(pid), false)),
+    };
+    Ok((out, resources))
+}
+
+/// Wait until every instance is Ready and every rollout finished, so that one
+/// phase's tail (pods rolling, status turning Ready) is not counted in the next.
+async fn settle(watched: &Watched, n: usize, timeout: Duration) -> BenchResult<()> {
+    wait_all("operator: instances Ready", n, timeout, || {
+        watched.ready_instances()
+    })
+    .await?;
+    wait_all("operator: StatefulSet rollouts", n, timeout, || {
+        watched.rolled_out()
+    })
+    .await?;
+    Ok(())
+}
+
+async fn create_instances(
+    client: &Client,
+    ns: &str,
+    n: usize,
+    concurrency: usize,
+) -> BenchResult<()> {
+    let api: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let instance: KuraInstance = serde_json::from_value(Bench::instance(ns, i))?;
+                api.create(&PostParams::default(), &instance).await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Two resync periods with nothing changing: every mutating request (audit log)
+/// and every resourceVersion change of the instances and their children.
+async fn idle(args: &Args, bench: &Bench, op: &Process) -> BenchResult<Idle> {
+    let ns = &bench.operator_ns;
+    // The status writes of the last Ready transitions may still be in flight.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let window = 2 * args.resync + Duration::from_secs(2);
+    eprintln!(
+        "kura-bench: idle: {:.0}s (two resync periods)",
+        window.as_secs_f64()
+    );
+    let before = resource_versions(&bench.client, ns).await?;
+    let reconciles_before = op.log_count(CONVERGED);
+    let mark = audit::Mark::now(&args.audit_log());
+    tokio::time::sleep(window).await;
+    let after = resource_versions(&bench.client, ns).await?;
+    let requests = audit::count(&args.audit_log(), &mark, ns, &bench.user)?;
+    let changed: Vec<String> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(v))
+        .map(|(k, _)| k.clone())
+        .chain(after.keys().filter(|k| !before.contains_key(*k)).cloned())
+        .collect();
+    Ok(Idle {
+        window_s: secs(window),
+        converged_reconciles: op.log_count(CONVERGED) - reconciles_before,
+        mutating_requests: requests,
+        objects_compared: before.len(),
+        resource_version_changes: changed.len(),
+        changed: changed.into_iter().take(20).collect(),
+    })
+}
+
+async fn versions<K>(
+    client: &Client,
+    ns: &str,
+    out: &mut BTreeMap<String, String>,
+) -> BenchResult<()>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    for o in api.list_metadata(&ListParams::default()).await?.items {
+        out.insert(
+            format!("{}/{}", K::kind(&()), o.metadata.name.unwrap_or_default()),
+            o.metadata.resource_version.unwrap_or_default(),
+        );
+    }
+    Ok(())
+}
+
+/// The instances and every kind of child, including the namespace's default
+/// ServiceAccount and root CA ConfigMap (which nothing should touch either).
+async fn resource_versions(client: &Client, ns: &str) -> BenchResult<BTreeMap<String, String>> {
+    let mut v = BTreeMap::new();
+    versions::<KuraInstance>(client, ns, &mut v).await?;
+    versions::<StatefulSet>(client, ns, &mut v).await?;
+    versions::<Service>(client, ns, &mut v).await?;
+    versions::<ConfigMap>(client, ns, &mut v).await?;
+    versions::<ServiceAccount>(client, ns, &mut v).await?;
+    versions::<Ingress>(client, ns, &mut v).await?;
+    versions::<NetworkPolicy>(client, ns, &mut v).await?;
+    versions::<PodDisruptionBudget>(client, ns, &mut v).await?;
+    Ok(v)
+}
+
+/// CPU time per phase from the samples taken at the phase boundaries (start,
+/// after create, after change, after idle) and the memory peaks.
+fn usage<T: Fn(&(proc::Sample, proc::Sample)) -> proc::Sample>(
+    marks: &[(proc::Sample, proc::Sample)],
+    pick: T,
+    sampled_peak_kib: u64,
+    hwm_is_run_peak: bool,
+) -> ProcessUse {
+    let s: Vec<proc::Sample> = marks.iter().map(pick).collect();
+    ProcessUse {
+        // The operator started with this run, so its VmHWM is the run's peak; the
+        // shared apiserver's covers its whole life and is reported separately.
+        peak_rss_mib: proc::mib(if hwm_is_run_peak {
+            s[3].hwm_kib
+        } else {
+            sampled_peak_kib
+        }),
+        sampled_peak_rss_mib: proc::mib(sampled_peak_kib),
+        lifetime_hwm_mib: proc::mib(s[3].hwm_kib),
+        rss_at_start_mib: proc::mib(s[0].rss_kib),
+        cpu_s: Phases {
+            create: proc::cpu_seconds(s[0], s[1]),
+            change: proc::cpu_seconds(s[1], s[2]),
+            idle: proc::cpu_seconds(s[2], s[3]),
+            total: proc::cpu_seconds(s[0], s[3]),
+        },
+    }
+}

@@ -1,0 +1,364 @@
+//! The run's figures: a JSON file, and a markdown section appended to
+//! docs/benchmarks.md (and printed).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::audit::Counts;
+use crate::cluster::Bench;
+use crate::{Args, BenchResult};
+
+const RATIO_GOAL: f64 = 1.25;
+const RSS_GOAL_MIB: f64 = 64.0;
+const RENDER_BENCH: &str = "render+hash <= 20 us: `cargo bench --bench render`, see docs/benchmarks.md (not measured here)";
+
+pub fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+#[derive(Serialize, Default)]
+pub struct Report {
+    pub command: String,
+    pub user: String,
+    pub date: String,
+    pub n: usize,
+    pub concurrency: u16,
+    pub resync_s: f64,
+    pub versions: Versions,
+    pub machine: Machine,
+    pub direct: Direct,
+    pub operator: Operator,
+    pub resources: Resources,
+    pub ratios: Ratios,
+    pub goals: Vec<Goal>,
+}
+
+#[derive(Serialize, Default)]
+pub struct Versions {
+    pub kura_operator_git: String,
+    pub kura_operator: String,
+    pub kubernetes: String,
+}
+
+#[derive(Serialize, Default)]
+pub struct Machine {
+    pub cores: usize,
+    pub cpu: String,
+    pub load_average_at_start: String,
+}
+
+/// Wall times of the direct server-side apply; `objects` is per phase.
+#[derive(Serialize, Default)]
+pub struct Direct {
+    pub render_s: f64,
+    pub create_s: f64,
+    pub change_s: f64,
+    pub objects: usize,
+    pub create_requests: BTreeMap<String, u64>,
+    pub change_requests: BTreeMap<String, u64>,
+}
+
+#[derive(Serialize, Default)]
+pub struct Operator {
+    pub create_s: f64,
+    pub change_s: f64,
+    /// From writing the configuration file to the operator's log line saying it
+    /// read the new one; part of `change_s`.
+    pub config_seen_after_s: Option<f64>,
+    pub create_requests: BTreeMap<String, u64>,
+    pub change_requests: BTreeMap<String, u64>,
+    pub idle: Idle,
+}
+
+#[derive(Serialize, Default)]
+pub struct Idle {
+    pub window_s: f64,
+    /// Reconciles the operator logged as converged during the window.
+    pub converged_reconciles: usize,
+    pub mutating_requests: Counts,
+    pub objects_compared: usize,
+    pub resource_version_changes: usize,
+    pub changed: Vec<String>,
+}
+
+#[derive(Serialize, Default)]
+pub struct Resources {
+    pub operator: ProcessUse,
+    pub apiserver: Option<ProcessUse>,
+}
+
+#[derive(Serialize, Default)]
+pub struct ProcessUse {
+    /// The operator: VmHWM. The apiserver: the highest RSS sampled (every 200 ms).
+    pub peak_rss_mib: f64,
+    pub sampled_peak_rss_mib: f64,
+    pub lifetime_hwm_mib: f64,
+    pub rss_at_start_mib: f64,
+    /// Each phase runs until the next begins, so it includes its settling wait.
+    pub cpu_s: Phases,
+}
+
+#[derive(Serialize, Default)]
+pub struct Phases {
+    pub create: f64,
+    pub change: f64,
+    pub idle: f64,
+    pub total: f64,
+}
+
+#[derive(Serialize, Default)]
+pub struct Ratios {
+    pub create: f64,
+    pub change: f64,
+}
+
+#[derive(Serialize)]
+pub struct Goal {
+    pub goal: String,
+    pub measured: String,
+    /// None where the run cannot say (RSS below N=1000, the render benchmark).
+    pub met: Option<bool>,
+}
+
+fn cmd(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Report {
+    pub async fn start(args: &Args, bench: &Bench) -> BenchResult<Report> {
+        let repo = repo().to_string_lossy().to_string();
+        let mut git = cmd("git", &["-C", &repo, "rev-parse", "--short=12", "HEAD"]);
+        if !cmd(
+            "git",
+            &["-C", &repo, "status", "--porcelain", "--untracked-files=no"],
+        )
+        .is_empty()
+        {
+            git.push_str("-dirty");
+        }
+        let op_bin = args.operator_bin().to_string_lossy().to_string();
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+            .unwrap_or_default();
+        Ok(Report {
+            command: std::env::var("KURA_BENCH_COMMAND")
+                .unwrap_or_else(|_| std::env::args().collect::<Vec<_>>().join(" ")),
+            date: jiff::Timestamp::now()
+                .round(jiff::Unit::Second)?
+                .to_string(),
+            user: bench.user.clone(),
+            n: args.instances(),
+            concurrency: args.concurrency,
+            resync_s: args.resync.as_secs_f64(),
+            versions: Versions {
+                kura_operator_git: git,
+                kura_operator: cmd(&op_bin, &["--version"]),
+                kubernetes: bench.client.apiserver_version().await?.git_version,
+            },
+            machine: Machine {
+                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+                cpu,
+                load_average_at_start: std::fs::read_to_string("/proc/loadavg")
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            },
+            ..Default::default()
+        })
+    }
+
+    pub fn finish(&mut self) {
+        let ratio = |op: f64, direct: f64| (op / direct * 100.0).round() / 100.0;
+        self.ratios = Ratios {
+            create: ratio(self.operator.create_s, self.direct.create_s),
+            change: ratio(self.operator.change_s, self.direct.change_s),
+        };
+        let idle = &self.operator.idle;
+        let rss = self.resources.operator.peak_rss_mib;
+        self.goals = vec![
+            Goal {
+                goal: format!("create: operator / direct <= {RATIO_GOAL}"),
+                measured: format!("{:.2}", self.ratios.create),
+                met: Some(self.ratios.create <= RATIO_GOAL),
+            },
+            Goal {
+                goal: format!("fleet-wide change: operator / direct <= {RATIO_GOAL}"),
+                measured: format!("{:.2}", self.ratios.change),
+                met: Some(self.ratios.change <= RATIO_GOAL),
+            },
+            Goal {
+                goal: "idle: zero mutating requests (excluding Events)".into(),
+                measured: idle.mutating_requests.total.to_string(),
+                met: Some(idle.mutating_requests.total == 0),
+            },
+            Goal {
+                goal: "idle: zero resourceVersion changes".into(),
+                measured: format!(
+                    "{} of {}",
+                    idle.resource_version_changes, idle.objects_compared
+                ),
+                met: Some(idle.resource_version_changes == 0),
+            },
+            Goal {
+                goal: format!("operator peak RSS at N=1000 <= {RSS_GOAL_MIB} MiB"),
+                measured: format!("{rss} MiB at N={}", self.n),
+                met: (self.n == 1000).then_some(rss <= RSS_GOAL_MIB),
+            },
+            Goal {
+                goal: RENDER_BENCH.into(),
+                measured: String::new(),
+                met: None,
+            },
+        ];
+    }
+}
+
+fn default_json(n: usize) -> PathBuf {
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H%M%SZ")
+        .to_string();
+    repo().join(format!("docs/bench/scale-{stamp}-n{n}.json"))
+}
+
+pub fn write(args: &Args, report: &Report) -> BenchResult<()> {
+    let json = args.json.clone().unwrap_or_else(|| default_json(report.n));
+    if let Some(dir) = json.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&json, serde_json::to_string_pretty(report)? + "\n")?;
+    let shown = json
+        .strip_prefix(repo())
+        .unwrap_or(&json)
+        .display()
+        .to_string();
+    let section = markdown(report, &shown);
+    let md = args
+        .markdown
+        .clone()
+        .unwrap_or_else(|| repo().join("docs/benchmarks.md"));
+    let mut text = std::fs::read_to_string(&md).unwrap_or_default();
+    text.push_str(&section);
+    std::fs::write(&md, text)?;
+    println!("{section}");
+    eprintln!(
+        "kura-bench: wrote {} and appended to {}",
+        json.display(),
+        md.display()
+    );
+    Ok(())
+}
+
+fn mark(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "met",
+        Some(false) => "**missed**",
+        None => "n/a",
+    }
+}
+
+fn requests(map: &BTreeMap<String, u64>) -> String {
+    let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn markdown(r: &Report, json: &str) -> String {
+    let mut s = String::new();
+    let op = &r.resources.operator;
+    let idle = &r.operator.idle;
+    let _ = writeln!(s, "\n### Scale run {}, N={}\n", r.date, r.n);
+    let _ = writeln!(
+        s,
+        "Command: `{}` · kura-operator {} ({}) · Kubernetes {} · {} cores ({}), load average at start {} · concurrency {} · resync {}s · JSON: `{json}`\n",
+        r.command,
+        r.versions.kura_operator_git,
+        r.versions.kura_operator,
+        r.versions.kubernetes,
+        r.machine.cores,
+        r.machine.cpu,
+        r.machine.load_average_at_start,
+        r.concurrency,
+        r.resync_s,
+    );
+    let _ = writeln!(
+        s,
+        "| measure | direct apply | operator | operator / direct |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "| create {} instances (7 children each) | {:.2} s | {:.2} s | {:.2} |",
+        r.n, r.direct.create_s, r.operator.create_s, r.ratios.create
+    );
+    let _ = writeln!(
+        s,
+        "| fleet-wide change (region domain) | {:.2} s | {:.2} s | {:.2} |",
+        r.direct.change_s, r.operator.change_s, r.ratios.change
+    );
+    let _ = writeln!(
+        s,
+        "| idle {:.0} s: mutating requests, resourceVersion changes | | {}, {} of {} | |",
+        idle.window_s,
+        idle.mutating_requests.total,
+        idle.resource_version_changes,
+        idle.objects_compared
+    );
+    let _ = writeln!(
+        s,
+        "| operator peak RSS (VmHWM); CPU create / change / idle | | {} MiB; {:.2} / {:.2} / {:.2} s | |",
+        op.peak_rss_mib, op.cpu_s.create, op.cpu_s.change, op.cpu_s.idle
+    );
+    if let Some(api) = &r.resources.apiserver {
+        let _ = writeln!(
+            s,
+            "| apiserver peak RSS (sampled; {} MiB at start); CPU create / change / idle | | {} MiB; {:.2} / {:.2} / {:.2} s | |",
+            api.rss_at_start_mib,
+            api.peak_rss_mib,
+            api.cpu_s.create,
+            api.cpu_s.change,
+            api.cpu_s.idle
+        );
+    }
+    let _ = writeln!(s, "\n| goal | measured | |\n|---|---|---|");
+    for g in &r.goals {
+        let _ = writeln!(s, "| {} | {} | {} |", g.goal, g.measured, mark(g.met));
+    }
+    let _ = writeln!(
+        s,
+        "\nThe operator read the changed configuration file {} s after it was written (it polls the file). \
+         Mutating requests by the kubeconfig's user `{}` (the direct client; the operator) in the namespace until each phase settled (audit log, excluding Events): \
+         direct create: {}; operator create: {}; operator change: {}. Idle, any user: {}; {} converged reconciles in the window.",
+        r.operator
+            .config_seen_after_s
+            .map_or("?".into(), |s| format!("{s:.2}")),
+        r.user,
+        requests(&r.direct.create_requests),
+        requests(&r.operator.create_requests),
+        requests(&r.operator.change_requests),
+        requests(&idle.mutating_requests.by_request),
+        idle.converged_reconciles,
+    );
+    s
+}

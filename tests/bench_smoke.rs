@@ -1,0 +1,70 @@
+//! The scale benchmark driver (`kura-bench`, src/bin/kura-bench) works end to end
+//! against the real control plane at N=5: every phase runs and the report is
+//! complete. No performance is asserted; that is what the benchmark is for.
+
+#[allow(dead_code)]
+#[path = "cluster/support.rs"]
+mod support;
+
+use std::process::Command;
+
+#[tokio::test]
+async fn kura_bench_runs_every_phase_at_n5() {
+    // Starts the control plane when it does not run, and installs the CRDs.
+    let _ = support::client().await;
+    let dir = std::env::temp_dir().join(format!("kura-bench-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, markdown) = (dir.join("report.json"), dir.join("benchmarks.md"));
+    let output = Command::new(env!("CARGO_BIN_EXE_kura-bench"))
+        .args(["--n", "5", "--resync", "2s", "--timeout", "180s"])
+        .arg("--operator-bin")
+        .arg(env!("CARGO_BIN_EXE_kura-operator"))
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .arg("--json")
+        .arg(&json)
+        .arg("--markdown")
+        .arg(&markdown)
+        .output()
+        .expect("run kura-bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kura-bench failed:\n{stderr}");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["n"], 5);
+    for (phase, key) in [
+        ("direct", "create_s"),
+        ("direct", "change_s"),
+        ("operator", "create_s"),
+        ("operator", "change_s"),
+    ] {
+        let secs = report[phase][key].as_f64().unwrap_or_default();
+        assert!(secs > 0.0, "{phase}.{key} was measured: {secs}");
+    }
+    // 7 children for each of the 5 instances, in each direct phase.
+    assert_eq!(report["direct"]["objects"], 35);
+    // The instances, their 7 children each, the namespace's default
+    // ServiceAccount and root CA ConfigMap were compared while idle.
+    assert_eq!(report["operator"]["idle"]["objects_compared"], 5 * 8 + 2);
+    assert!(
+        report["resources"]["operator"]["peak_rss_mib"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    assert!(
+        report["versions"]["kubernetes"]
+            .as_str()
+            .unwrap()
+            .starts_with('v')
+    );
+    assert_eq!(report["goals"].as_array().unwrap().len(), 6);
+
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(md.contains("### Scale run"), "{md}");
+    assert!(md.contains("| create 5 instances"), "{md}");
+    // The run removed its namespaces and class.
+    assert!(stderr.contains("cleaned up"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
