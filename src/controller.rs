@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -21,7 +22,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{KuraGateway, KuraInstance};
 use crate::context::Context;
-use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::keys::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::reconcile::observe::owned_fields;
 use crate::reconcile::{self, stores::Stores};
 
 /// Where the operator looks: every namespace, or one.
@@ -60,10 +62,32 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, wc).default_backoff())
+    let events = watcher(api, wc)
+        .default_backoff()
+        .modify(compact_managed_fields);
+    let stream = reflector::reflector(writer, events)
         .touched_objects()
         .boxed();
     (reader, stream)
+}
+
+/// Of an object's managedFields the caches keep only the fingerprint of this
+/// operator's own apply entry, which is all `observe::owned_fields` reads. As
+/// `serde_json::Value` trees, managedFields were the largest part of every cached
+/// object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
+/// memory), and the other entries (creator, controllers, status writers) are
+/// read by nothing (docs/benchmarks.md, scale).
+fn compact_managed_fields<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    let fingerprint = owned_fields(meta);
+    meta.managed_fields = fingerprint.map(|f| {
+        vec![ManagedFieldsEntry {
+            manager: Some(FIELD_MANAGER.to_string()),
+            operation: Some("Apply".to_string()),
+            fields_v1: Some(FieldsV1(serde_json::Value::String(f))),
+            ..Default::default()
+        }]
+    });
 }
 
 /// The instance watch passes generation and annotation changes only: a status
@@ -222,4 +246,53 @@ fn instances_using(
 /// Drive the streams no controller consumes, so their caches fill.
 pub async fn drain<S: Stream + Unpin>(stream: S) {
     stream.for_each(|_| async {}).await
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use serde_json::json;
+
+    use super::compact_managed_fields;
+    use crate::reconcile::observe::owned_fields;
+
+    fn entry(
+        manager: &str,
+        operation: &str,
+        subresource: Option<&str>,
+        field: &str,
+    ) -> serde_json::Value {
+        json!({
+            "manager": manager, "operation": operation, "subresource": subresource,
+            "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {format!("f:{field}"): {}}},
+        })
+    }
+
+    /// Stripping keeps exactly what drift detection fingerprints.
+    #[test]
+    fn stripped_cache_objects_keep_the_owned_fields_fingerprint() {
+        let mut sts: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "a", "managedFields": [
+                entry("kube-controller-manager", "Update", Some("status"), "replicas"),
+                entry("kura-operator", "Apply", None, "template"),
+                entry("kura-operator", "Apply", Some("status"), "x"),
+                entry("kubectl", "Update", None, "replicas"),
+            ]},
+        }))
+        .unwrap();
+        let before = owned_fields(&sts.metadata);
+        assert!(before.is_some());
+        compact_managed_fields(&mut sts);
+        assert_eq!(owned_fields(&sts.metadata), before);
+        assert_eq!(sts.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        // An object this operator never applied keeps no entry at all.
+        let mut foreign: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "b", "managedFields": [entry("kubectl", "Update", None, "replicas")]},
+        }))
+        .unwrap();
+        compact_managed_fields(&mut foreign);
+        assert_eq!(foreign.metadata.managed_fields, None);
+        assert_eq!(owned_fields(&foreign.metadata), None);
+    }
 }

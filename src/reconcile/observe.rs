@@ -76,6 +76,12 @@ pub fn owned_fields(meta: &ObjectMeta) -> Option<String> {
             && m.operation.as_deref() == Some("Apply")
             && m.subresource.as_deref().unwrap_or("").is_empty()
     })?;
-    let fields = serde_json::to_vec(&entry.fields_v1.as_ref()?.0).ok()?;
+    let fields = &entry.fields_v1.as_ref()?.0;
+    // The reflector caches keep only this fingerprint (controller.rs); a real
+    // fieldsV1 is always an object.
+    if let serde_json::Value::String(fingerprint) = fields {
+        return Some(fingerprint.clone());
+    }
+    let fields = serde_json::to_vec(fields).ok()?;
     Some(hex_sha256(&fields)[..16].to_string())
 }
