@@ -234,6 +234,11 @@ async fn idle(args: &Args, bench: &Bench, op: &Process) -> BenchResult<Idle> {
         mutating_requests: requests,
         objects_compared: before.len(),
         resource_version_changes: changed.len(),
+        changed_by_kind: changed.iter().fold(BTreeMap::new(), |mut m, k| {
+            *m.entry(k.split('/').next().unwrap_or("").to_string())
+                .or_default() += 1;
+            m
+        }),
         changed: changed.into_iter().take(20).collect(),
     })
 }

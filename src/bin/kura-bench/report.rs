@@ -82,6 +82,8 @@ pub struct Idle {
     pub mutating_requests: Counts,
     pub objects_compared: usize,
     pub resource_version_changes: usize,
+    pub changed_by_kind: BTreeMap<String, u64>,
+    /// The first 20 changed objects.
     pub changed: Vec<String>,
 }
 
@@ -206,15 +208,22 @@ impl Report {
                 met: Some(self.ratios.change <= RATIO_GOAL),
             },
             Goal {
-                goal: "idle: zero mutating requests (excluding Events)".into(),
-                measured: idle.mutating_requests.total.to_string(),
-                met: Some(idle.mutating_requests.total == 0),
+                goal: "idle: zero mutating requests by the operator (excluding Events)".into(),
+                measured: format!(
+                    "{}; any user: {} ({})",
+                    idle.mutating_requests.by_client.values().sum::<u64>(),
+                    idle.mutating_requests.total,
+                    requests(&idle.mutating_requests.by_user)
+                ),
+                met: Some(idle.mutating_requests.by_client.is_empty()),
             },
             Goal {
                 goal: "idle: zero resourceVersion changes".into(),
                 measured: format!(
-                    "{} of {}",
-                    idle.resource_version_changes, idle.objects_compared
+                    "{} of {} ({})",
+                    idle.resource_version_changes,
+                    idle.objects_compared,
+                    requests(&idle.changed_by_kind)
                 ),
                 met: Some(idle.resource_version_changes == 0),
             },
