@@ -7,6 +7,7 @@ mod support;
 mod admission;
 mod chart;
 mod control_plane;
+mod deletion;
 mod drift;
 mod founding_incident;
 mod gc_safety;
