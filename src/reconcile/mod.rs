@@ -87,6 +87,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         Plan::Paused => (Outcome::Paused, ctx.resync),
         Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(at, now)),
         Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(at, now)),
+        Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
         Plan::Converged => (Outcome::Converged, ctx.resync),
         Plan::Apply { reasons, prune, .. } => {
             let desired = desired

@@ -6,6 +6,7 @@ mod support;
 
 mod admission;
 mod chart;
+mod conflict;
 mod control_plane;
 mod deletion;
 mod drift;
