@@ -5,6 +5,7 @@
 mod support;
 
 mod admission;
+mod chaos;
 mod chart;
 mod conflict;
 mod control_plane;
