@@ -18,7 +18,7 @@ case "${1:-}" in
     cargo fmt --all -- --check
     cargo clippy --all-targets --locked -- -D warnings
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
-    cargo test --locked --all-targets -- --test-threads 4
+    RUST_TEST_THREADS=4 cargo test --locked --all-targets
     ;;
   demo)
     exec scripts/demo.sh
