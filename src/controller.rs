@@ -4,7 +4,6 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -165,16 +164,26 @@ pub fn streams(scope: &Scope) -> Streams {
     }
 }
 
-/// Error policy: the errors that reach here are transient (a failed prune or
-/// status write); apply failures are recorded in status and retried by `plan`.
+/// Error policy: the errors that reach here are transient (throttling, a server
+/// error, a failed prune or status write); apply failures of the input itself are
+/// recorded in status and retried by `plan`. Backoff is exponential per instance
+/// and resets on the next successful reconcile.
 fn error_policy(
-    _instance: Arc<KuraInstance>,
+    instance: Arc<KuraInstance>,
     error: &reconcile::Error,
     ctx: Arc<Context>,
 ) -> Action {
-    tracing::warn!(error = %error, "reconcile failed; retrying");
+    let failures = ctx.transient_failure(&instance);
+    let delay = ctx.policy.backoff(failures as i64);
+    tracing::warn!(
+        namespace = ?instance.metadata.namespace,
+        instance = ?instance.metadata.name,
+        error = %error,
+        retry_in = ?delay,
+        "reconcile failed; retrying"
+    );
     ctx.metrics.record_error(error.label());
-    Action::requeue(Duration::from_secs(5))
+    Action::requeue(delay)
 }
 
 /// The instance controller. Returns when `shutdown` resolves.

@@ -35,6 +35,7 @@ impl Metrics {
             }
             Outcome::ApplyFailed { .. } => "apply-failed",
             Outcome::Waiting { .. } => "waiting",
+            Outcome::ConflictHold { .. } => "conflict-hold",
             Outcome::Converged => "converged",
         };
         *c.reconciles.entry(result).or_default() += 1;

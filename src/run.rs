@@ -151,6 +151,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         metrics: Default::default(),
         faults: Faults::from_env(),
         written: Default::default(),
+        transient: Default::default(),
     });
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -130,7 +130,13 @@ async fn drift_is_repaired_and_foreign_fields_survive() {
         (ing.spec?.ingress_class_name.as_deref() == Some(other.as_str())).then_some(())
     })
     .await;
-    let after_status = wait_ready(&instances, "acme").await;
+    // The status lands after the apply: wait for it to name the new class.
+    let after_status = wait_for("the status to record the new class", T, || async {
+        let s = instances.get("acme").await.ok()?.status?;
+        let on_new = s.gateway.as_ref()?.ingress_class_name == other;
+        (on_new && s.applied_revision == s.desired_revision).then_some(s)
+    })
+    .await;
     assert_ne!(
         after_status.applied_revision, revision_before,
         "the class change is a new revision"

@@ -5,8 +5,11 @@
 mod support;
 
 mod admission;
+mod chaos;
 mod chart;
+mod conflict;
 mod control_plane;
+mod deletion;
 mod drift;
 mod founding_incident;
 mod gc_safety;
