@@ -70,23 +70,39 @@ where
     (reader, stream)
 }
 
-/// Of an object's managedFields the caches keep only the fingerprint of this
-/// operator's own apply entry, which is all `observe::owned_fields` reads. As
+/// Of an object's managedFields the caches keep what `observe::live_child` reads:
+/// the fingerprint of this operator's own apply entry (`owned_fields`) and the
+/// names of the other managers of spec and metadata (`other_managers`). As
 /// `serde_json::Value` trees, managedFields were the largest part of every cached
 /// object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
-/// memory), and the other entries (creator, controllers, status writers) are
-/// read by nothing (docs/benchmarks.md, scale).
+/// memory; docs/benchmarks.md, scale).
 fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     let fingerprint = owned_fields(meta);
-    meta.managed_fields = fingerprint.map(|f| {
-        vec![ManagedFieldsEntry {
-            manager: Some(FIELD_MANAGER.to_string()),
-            operation: Some("Apply".to_string()),
-            fields_v1: Some(FieldsV1(serde_json::Value::String(f))),
-            ..Default::default()
-        }]
-    });
+    let Some(entries) = meta.managed_fields.take() else {
+        return;
+    };
+    let compact = entries
+        .into_iter()
+        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
+        .map(|m| {
+            let own = m.manager.as_deref() == Some(FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply");
+            ManagedFieldsEntry {
+                fields_v1: own
+                    .then(|| {
+                        fingerprint
+                            .clone()
+                            .map(|f| FieldsV1(serde_json::Value::String(f)))
+                    })
+                    .flatten(),
+                manager: m.manager,
+                operation: m.operation,
+                ..Default::default()
+            }
+        })
+        .collect();
+    meta.managed_fields = Some(compact);
 }
 
 /// The instance watch passes generation and annotation changes only: a status
@@ -263,7 +279,7 @@ mod tests {
     use serde_json::json;
 
     use super::compact_managed_fields;
-    use crate::reconcile::observe::owned_fields;
+    use crate::reconcile::observe::live_child;
 
     fn entry(
         manager: &str,
@@ -278,9 +294,9 @@ mod tests {
         })
     }
 
-    /// Stripping keeps exactly what drift detection fingerprints.
+    /// Compacting keeps exactly what drift and conflict detection read.
     #[test]
-    fn stripped_cache_objects_keep_the_owned_fields_fingerprint() {
+    fn compacted_cache_objects_observe_the_same() {
         let mut sts: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "a", "managedFields": [
                 entry("kube-controller-manager", "Update", Some("status"), "replicas"),
@@ -290,18 +306,22 @@ mod tests {
             ]},
         }))
         .unwrap();
-        let before = owned_fields(&sts.metadata);
-        assert!(before.is_some());
+        let before = live_child(&sts.metadata);
+        assert!(before.owned_fields.is_some());
+        assert_eq!(before.other_managers, ["kubectl"]);
         compact_managed_fields(&mut sts);
-        assert_eq!(owned_fields(&sts.metadata), before);
-        assert_eq!(sts.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
-        // An object this operator never applied keeps no entry at all.
+        assert_eq!(live_child(&sts.metadata), before);
+        let kept = sts.metadata.managed_fields.unwrap();
+        assert_eq!(kept.len(), 2);
+        assert!(kept.iter().all(|m| m.subresource.is_none()));
+
         let mut foreign: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "b", "managedFields": [entry("kubectl", "Update", None, "replicas")]},
         }))
         .unwrap();
+        let before = live_child(&foreign.metadata);
         compact_managed_fields(&mut foreign);
-        assert_eq!(foreign.metadata.managed_fields, None);
-        assert_eq!(owned_fields(&foreign.metadata), None);
+        assert_eq!(live_child(&foreign.metadata), before);
+        assert_eq!(before.owned_fields, None);
     }
 }
