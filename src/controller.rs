@@ -28,6 +28,8 @@ use crate::reconcile::{self, stores::Stores};
 pub struct Scope {
     pub client: Client,
     pub namespace: Option<String>,
+    /// Server-side timeout of each watch request, in seconds.
+    pub watch_timeout: u32,
 }
 
 impl Scope {
@@ -42,8 +44,16 @@ impl Scope {
     }
 }
 
-fn managed() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
+impl Scope {
+    pub fn watch_config(&self) -> watcher::Config {
+        watcher::Config::default().timeout(self.watch_timeout)
+    }
+
+    /// Only objects this operator manages: the caches never hold anyone else's.
+    fn managed(&self) -> watcher::Config {
+        self.watch_config()
+            .labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
+    }
 }
 
 type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
@@ -59,7 +69,14 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, wc).default_backoff())
+    let kind = K::kind(&()).to_string();
+    let watch = watcher(api, wc).inspect(move |event| match event {
+        Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying with backoff"),
+        Ok(watcher::Event::Init) => tracing::debug!(%kind, "watch (re)listing"),
+        Ok(watcher::Event::InitDone) => tracing::debug!(%kind, "watch listed"),
+        Ok(_) => {}
+    });
+    let stream = reflector::reflector(writer, watch.default_backoff())
         .touched_objects()
         .boxed();
     (reader, stream)
@@ -91,27 +108,32 @@ pub struct Streams {
 }
 
 pub fn streams(scope: &Scope) -> Streams {
-    let (instances_store, instances) =
-        reflect(scope.api::<KuraInstance>(), watcher::Config::default());
-    let (gateways_store, gateways) =
-        reflect(scope.api::<KuraGateway>(), watcher::Config::default());
-    let (sts_store, stateful_sets) = reflect(scope.api::<StatefulSet>(), managed());
-    let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), managed());
+    let (instances_store, instances) = reflect(scope.api::<KuraInstance>(), scope.watch_config());
+    let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
+    let (sts_store, stateful_sets) = reflect(scope.api::<StatefulSet>(), scope.managed());
+    let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), scope.managed());
     let (class_store, ingress_classes) = reflect(
         Api::<IngressClass>::all(scope.client.clone()),
-        watcher::Config::default(),
+        scope.watch_config(),
     );
-    let (svc, services) = reflect(scope.api::<PartialObjectMeta<Service>>(), managed());
-    let (cm, config_maps) = reflect(scope.api::<PartialObjectMeta<ConfigMap>>(), managed());
-    let (sa, service_accounts) =
-        reflect(scope.api::<PartialObjectMeta<ServiceAccount>>(), managed());
+    let (svc, services) = reflect(scope.api::<PartialObjectMeta<Service>>(), scope.managed());
+    let (cm, config_maps) = reflect(scope.api::<PartialObjectMeta<ConfigMap>>(), scope.managed());
+    let (sa, service_accounts) = reflect(
+        scope.api::<PartialObjectMeta<ServiceAccount>>(),
+        scope.managed(),
+    );
     let (pdb, pdbs) = reflect(
         scope.api::<PartialObjectMeta<PodDisruptionBudget>>(),
-        managed(),
+        scope.managed(),
     );
-    let (np, network_policies) =
-        reflect(scope.api::<PartialObjectMeta<NetworkPolicy>>(), managed());
-    let (dep, deployments) = reflect(scope.api::<PartialObjectMeta<Deployment>>(), managed());
+    let (np, network_policies) = reflect(
+        scope.api::<PartialObjectMeta<NetworkPolicy>>(),
+        scope.managed(),
+    );
+    let (dep, deployments) = reflect(
+        scope.api::<PartialObjectMeta<Deployment>>(),
+        scope.managed(),
+    );
     Streams {
         stores: Stores {
             instances: instances_store,

@@ -149,7 +149,7 @@ pub fn gateway_controller(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    Controller::new(scope.api::<KuraGateway>(), watcher::Config::default())
+    Controller::new(scope.api::<KuraGateway>(), scope.watch_config())
         .owns_stream(deployments)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

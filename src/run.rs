@@ -51,6 +51,11 @@ pub struct RunArgs {
     #[arg(long, env = "KURA_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 
+    /// Server-side timeout of each watch request; a watch that outlives it is
+    /// re-established (and a stuck apiserver noticed) at least this often.
+    #[arg(long, env = "KURA_WATCH_TIMEOUT", default_value = "290s", value_parser = parse_duration)]
+    pub watch_timeout: Duration,
+
     /// Instances reconciled at once.
     #[arg(long, env = "KURA_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
@@ -131,6 +136,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let scope = Scope {
         client: client.clone(),
         namespace: args.namespace.clone(),
+        watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
     };
     let mut streams = controller::streams(&scope);
     let reporter = Reporter {
@@ -192,7 +198,7 @@ async fn shutdown_signal() {
 }
 
 async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Error>> {
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
@@ -204,8 +210,26 @@ async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Erro
             .await
             .map_err(|e| format!("no cluster configuration (in-cluster or $KUBECONFIG): {e}"))?,
     };
-    Ok(kube::Client::try_from(config)?)
+    // A request that gets no byte for longer than a watch can stay silent is hung
+    // (a paused or half-started apiserver): fail it so the watcher re-establishes.
+    // Without this, a watch stuck across an apiserver restart stalled the caches
+    // for minutes (tests/cluster/plane_faults.rs).
+    config.read_timeout = Some(args.watch_timeout + std::time::Duration::from_secs(15));
+    // Likewise a connection (TCP and TLS) that never completes: without a bound,
+    // a watch started while the apiserver restarted waited forever.
+    config.connect_timeout = Some(std::time::Duration::from_secs(10));
+    // A response (its headers; a watch's body may stream for minutes) that does
+    // not start within a bound is abandoned, so the watcher retries: a watch sent
+    // while the apiserver was restarting hung forever without it
+    // (tests/cluster/plane_faults.rs).
+    let timeout = tower::timeout::TimeoutLayer::new(RESPONSE_TIMEOUT);
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&timeout)
+        .build())
 }
+
+/// How long any request may wait for its response to start.
+const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Fail at start-up, in one line, when the CRDs are not installed.
 async fn check_crds(client: &kube::Client) -> Result<(), Box<dyn std::error::Error>> {

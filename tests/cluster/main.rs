@@ -15,5 +15,6 @@ mod founding_incident;
 mod gc_safety;
 mod idle;
 mod operator;
+mod plane_faults;
 mod recovery;
 mod stall;

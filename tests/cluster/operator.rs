@@ -19,6 +19,8 @@ pub struct Operator {
     namespace: String,
     extra_env: Vec<(String, String)>,
     extra_args: Vec<String>,
+    /// The control plane to talk to (the shared one unless a test runs its own).
+    pub kubeconfig: PathBuf,
 }
 
 impl Operator {
@@ -37,11 +39,22 @@ impl Operator {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Operator {
+        let mut op = Self::prepare(namespace, config_yaml, args, env);
+        op.spawn();
+        op
+    }
+
+    fn prepare(
+        namespace: &str,
+        config_yaml: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         let dir = std::env::temp_dir().join(format!("kura-op-{namespace}"));
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, config_yaml).unwrap();
-        let mut op = Operator {
+        Operator {
             child: None,
             config_path,
             log_path: dir.join("operator.log"),
@@ -51,9 +64,8 @@ impl Operator {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             extra_args: args.iter().map(|a| a.to_string()).collect(),
-        };
-        op.spawn();
-        op
+            kubeconfig: kubeconfig_path(),
+        }
     }
 
     fn spawn(&mut self) {
@@ -75,7 +87,7 @@ impl Operator {
             .arg("--config")
             .arg(&self.config_path)
             .arg("--kubeconfig")
-            .arg(kubeconfig_path())
+            .arg(&self.kubeconfig)
             .args(&self.extra_args)
             .env("KURA_LOG", "info,kura_operator::reconcile=trace")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -84,6 +96,30 @@ impl Operator {
             .spawn()
             .expect("start kura-operator");
         self.child = Some(child);
+    }
+
+    /// The same operator, against another control plane.
+    pub fn start_on(
+        kubeconfig: PathBuf,
+        namespace: &str,
+        config_yaml: &str,
+        args: &[&str],
+    ) -> Operator {
+        let mut op = Self::prepare(
+            namespace,
+            config_yaml,
+            args,
+            &[("KURA_LOG", "info,kura_operator=debug,kube_runtime=debug")],
+        );
+        op.kubeconfig = kubeconfig;
+        op.spawn();
+        op
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     /// Replace the configuration file, as a ConfigMap update would.
