@@ -114,8 +114,12 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     use crate::config::OperatorConfig;
     use crate::context::{Context, Faults};
     use crate::controller::{self, Scope};
+    use crate::leader::LeaderState;
     use crate::reconcile::plan::RetryPolicy;
+    use crate::server::{self, Probes};
 
+    // Start-up checks first, each failing in one line: config, kubeconfig,
+    // the metrics address, the CRDs. Nothing is logged before they pass.
     let config_text = std::fs::read_to_string(&args.config).map_err(|e| {
         format!(
             "operator config {}: cannot read: {e}",
@@ -124,6 +128,21 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let config = OperatorConfig::load(&args.config)?;
     let client = client(&args).await?;
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
+    let metrics_addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    // Served while the apiserver is still being reached: alive, not ready.
+    let probes = Arc::new(Probes::default());
+    let serving = tokio::spawn(server::serve(
+        listener,
+        probes.clone(),
+        stopped(stop_rx.clone()),
+    ));
     check_crds(&client).await?;
 
     let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
@@ -133,6 +152,11 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         namespace: args.namespace.clone(),
     };
     let mut streams = controller::streams(&scope);
+    probes.set_instances(streams.stores.instances.clone());
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(LeaderState {
+        leading: !args.leader_elect,
+        healthy: true,
+    });
     let reporter = Reporter {
         controller: "kura-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -148,37 +172,109 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             ..RetryPolicy::default()
         },
         resync: args.resync,
-        metrics: Default::default(),
+        metrics: probes.metrics.clone(),
+        leader: leader_rx.clone(),
         faults: Faults::from_env(),
         written: Default::default(),
     });
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());
     let gateways = crate::gateway_controller::gateway_controller(
         &scope,
         deployments,
         ctx.clone(),
+        started_leading(leader_rx.clone()),
         stopped(stop_rx.clone()),
     );
+    let stores = streams.stores.clone();
     let instances = controller::instance_controller(
         streams,
         ctx.clone(),
-        config_changed,
+        futures::stream::select(config_changed, started_leading(leader_rx.clone())),
         args.concurrency,
         stopped(stop_rx.clone()),
     );
-    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), "kura-operator running");
+    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
+    let election = {
+        let probes = probes.clone();
+        let lease = args.leader_elect.then(|| lease_settings(&args));
+        async move {
+            controller::caches_synced(&stores).await;
+            probes.set_synced();
+            tracing::info!("caches synced");
+            if let Some(settings) = lease {
+                // Campaign only with warm caches: a new leader reconciles at once.
+                probes.set_leader(leader_rx.clone());
+                let released = async move {
+                    let _ = released_rx.await;
+                };
+                crate::leader::campaign(client, settings, leader_tx, released).await;
+            }
+        }
+    };
+    let leader_gauge = follow_leader(ctx.leader.clone(), probes.metrics.clone());
+    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, "kura-operator running");
     let signal = async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
     };
-    tokio::join!(instances, gateways, signal);
+    // The Lease is given up only after the controllers stopped, so the next
+    // leader never overlaps with a reconcile of ours.
+    let controllers = async move {
+        tokio::join!(instances, gateways);
+        let _ = released_tx.send(());
+    };
+    tokio::select! {
+        _ = async { tokio::join!(controllers, election, signal) } => {}
+        _ = leader_gauge => {}
+    }
+    let _ = serving.await;
     Ok(())
+}
+
+/// One tick each time this process starts leading (at once when it leads from
+/// the start): everything a standby let pass is reconciled.
+fn started_leading(
+    rx: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold((rx, false), |(mut rx, mut was)| async move {
+        loop {
+            let now = rx.borrow_and_update().leading;
+            let started = now && !was;
+            was = now;
+            if started {
+                return Some(((), (rx, was)));
+            }
+            rx.changed().await.ok()?;
+        }
+    })
+}
+
+/// Keeps the leader gauge equal to the role; never returns while the role can change.
+async fn follow_leader(
+    mut rx: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+) {
+    loop {
+        metrics.set_leader(rx.borrow_and_update().leading);
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+fn lease_settings(args: &RunArgs) -> crate::leader::LeaseSettings {
+    crate::leader::LeaseSettings {
+        namespace: args
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into()),
+        name: args.lease_name.clone(),
+        identity: crate::leader::identity(),
+        duration: args.lease_duration,
+    }
 }
 
 async fn shutdown_signal() {
