@@ -83,7 +83,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
-    telemetry(&args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -119,7 +118,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     use crate::server::{self, Probes};
 
     // Start-up checks first, each failing in one line: config, kubeconfig,
-    // the metrics address, the CRDs. Nothing is logged before they pass.
+    // the metrics address, the CRDs.
     let config_text = std::fs::read_to_string(&args.config).map_err(|e| {
         format!(
             "operator config {}: cannot read: {e}",
@@ -144,6 +143,9 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         stopped(stop_rx.clone()),
     ));
     check_crds(&client).await?;
+    // Logging starts only now: a start-up failure is the one line main() prints
+    // (kube's own error log of a failed connection would be a second one).
+    telemetry(&args.log_format);
 
     let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
     let config_changed = crate::config_watch::follow(args.config.clone(), config_text, config_tx);
@@ -290,7 +292,7 @@ async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Erro
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), first_line(&e)))?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
                 .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
@@ -300,6 +302,11 @@ async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Erro
             .map_err(|e| format!("no cluster configuration (in-cluster or $KUBECONFIG): {e}"))?,
     };
     Ok(kube::Client::try_from(config)?)
+}
+
+/// The YAML parser appends a source snippet on further lines; the first says it all.
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
 /// Fail at start-up, in one line, when the CRDs are not installed.
