@@ -96,13 +96,22 @@ pub async fn campaign(
             _ = &mut release => break,
             _ = pause => {}
             // A standby wakes on every change of the Lease: a release is taken at once.
-            Some(_) = changes.next(), if !now.leading => {}
+            Some(event) = changes.next(), if !now.leading => {
+                if let Err(e) = event {
+                    tracing::warn!(error = %e, lease = %settings.name, "watching the lease; polling meanwhile");
+                }
+            }
         }
     }
     let was_leading = state.borrow().leading;
     state.send_replace(LeaderState::default());
     if was_leading {
-        match candidate.release().await {
+        // Bounded: an unreachable apiserver must not hold up the exit.
+        let release = tokio::time::timeout(Duration::from_secs(5), candidate.release());
+        match release
+            .await
+            .unwrap_or_else(|_| Err(kube::Error::Service("timed out".into())))
+        {
             Ok(()) => {
                 tracing::info!(identity = %settings.identity, lease = %settings.name, "released the lease")
             }
