@@ -9,4 +9,5 @@ mod chart;
 mod control_plane;
 mod founding_incident;
 mod operator;
+mod ops;
 mod recovery;

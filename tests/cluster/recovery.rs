@@ -13,7 +13,7 @@ use crate::operator::{Operator, config, instance};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, Phase};
 
-async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
+pub(crate) async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
     // Served by kura-sim, which plays the region's ingress controller.
     let classes: Api<IngressClass> = Api::all(ns.client.clone());
     classes
@@ -30,7 +30,7 @@ async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
     classes
 }
 
-async fn wait_ready(
+pub(crate) async fn wait_ready(
     instances: &Api<KuraInstance>,
     name: &str,
 ) -> kura_operator::api::KuraInstanceStatus {
