@@ -154,11 +154,11 @@ impl Candidate {
             }
             Err(e) => tracing::warn!(error = %e, lease = %self.settings.name, "leader election"),
         }
-        let within = |t: Option<Instant>, d: Duration| t.is_some_and(|t| t.elapsed() < d);
-        LeaderState {
-            leading: within(self.last_renew, self.settings.renew_deadline()),
-            healthy: within(self.last_ok, self.settings.duration),
-        }
+        role(
+            self.last_renew.map(|t| t.elapsed()),
+            self.last_ok.map(|t| t.elapsed()),
+            &self.settings,
+        )
     }
 
     /// Whether this process holds the Lease after this step.
@@ -183,28 +183,32 @@ impl Candidate {
             self.observed = Some((rv, Instant::now()));
         }
         let spec = lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let duration = spec
             .lease_duration_seconds
             .map_or(self.settings.duration, |s| {
                 Duration::from_secs(s.max(1) as u64)
             });
-        let expired = self
+        let unchanged_for = self
             .observed
             .as_ref()
-            .is_some_and(|(_, at)| at.elapsed() >= duration);
-        let spec = match holder.as_deref() {
-            Some(h) if h == me => LeaseSpec {
+            .map_or(Duration::ZERO, |(_, at)| at.elapsed());
+        let spec = match decide(
+            spec.holder_identity.as_deref(),
+            &me,
+            unchanged_for,
+            duration,
+        ) {
+            Move::Renew => LeaseSpec {
                 renew_time: Some(now()),
                 lease_duration_seconds: Some(self.seconds()),
                 ..spec
             },
-            Some(_) if !expired => {
+            Move::Stand => {
                 // Someone else leads; if it was us until now, we lost it.
                 self.last_renew = None;
                 return Ok(false);
             }
-            _ => self.held(Some(&spec)),
+            Move::Acquire => self.held(Some(&spec)),
         };
         let lease = Lease {
             metadata: lease.metadata,
@@ -265,6 +269,90 @@ impl Candidate {
     }
 }
 
+/// What a candidate does with the Lease it has just read.
+#[derive(Debug, PartialEq, Eq)]
+enum Move {
+    Renew,
+    Acquire,
+    Stand,
+}
+
+/// `unchanged_for`: how long this process has seen the record unchanged (its
+/// own clock, never the holder's timestamps).
+fn decide(holder: Option<&str>, me: &str, unchanged_for: Duration, lease: Duration) -> Move {
+    match holder.filter(|h| !h.is_empty()) {
+        Some(h) if h == me => Move::Renew,
+        Some(_) if unchanged_for < lease => Move::Stand,
+        _ => Move::Acquire,
+    }
+}
+
+/// The role, from the ages of the last successful renewal and Lease access.
+fn role(
+    since_renew: Option<Duration>,
+    since_ok: Option<Duration>,
+    s: &LeaseSettings,
+) -> LeaderState {
+    LeaderState {
+        leading: since_renew.is_some_and(|d| d < s.renew_deadline()),
+        healthy: since_ok.is_some_and(|d| d < s.duration),
+    }
+}
+
 fn now() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(15);
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn decide_renews_its_own_lease_whatever_its_age() {
+        assert_eq!(decide(Some("me"), "me", S(0), LEASE), Move::Renew);
+        assert_eq!(decide(Some("me"), "me", S(60), LEASE), Move::Renew);
+    }
+
+    #[test]
+    fn decide_stands_by_while_another_holder_is_fresh() {
+        assert_eq!(decide(Some("other"), "me", S(0), LEASE), Move::Stand);
+        assert_eq!(decide(Some("other"), "me", S(14), LEASE), Move::Stand);
+    }
+
+    #[test]
+    fn decide_takes_an_expired_released_or_empty_lease() {
+        assert_eq!(decide(Some("other"), "me", S(15), LEASE), Move::Acquire);
+        assert_eq!(decide(Some(""), "me", S(0), LEASE), Move::Acquire);
+        assert_eq!(decide(None, "me", S(0), LEASE), Move::Acquire);
+    }
+
+    fn settings() -> LeaseSettings {
+        LeaseSettings {
+            namespace: "ns".into(),
+            name: "kura-operator".into(),
+            identity: "me".into(),
+            duration: LEASE,
+        }
+    }
+
+    #[test]
+    fn a_leader_stops_leading_at_the_renew_deadline_before_the_lease_expires() {
+        let s = settings();
+        assert_eq!(s.renew_deadline(), S(10));
+        assert!(s.renew_deadline() < s.duration);
+        assert!(role(Some(S(9)), Some(S(0)), &s).leading);
+        assert!(!role(Some(S(10)), Some(S(0)), &s).leading);
+        assert!(!role(None, Some(S(0)), &s).leading);
+    }
+
+    #[test]
+    fn a_standby_is_healthy_while_it_could_read_the_lease_within_the_duration() {
+        let s = settings();
+        assert!(role(None, Some(S(14)), &s).healthy);
+        assert!(!role(None, Some(S(15)), &s).healthy);
+        assert!(!role(None, None, &s).healthy);
+    }
 }

@@ -15,8 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::api::conditions::STALLED;
-use crate::api::{ConditionStatus, KuraInstance, Phase};
+use crate::api::conditions::{self, STALLED};
+use crate::api::{KuraInstance, Phase};
 use crate::reconcile::status::Outcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -155,11 +155,7 @@ impl Metrics {
                 .and_then(|s| s.phase)
                 .map_or_else(|| "None".to_string(), |p| format!("{p:?}"));
             self.instances.get_or_create(&PhaseLabel { phase }).inc();
-            let is_stalled = status.is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == STALLED && c.status == ConditionStatus::True)
-            });
+            let is_stalled = status.is_some_and(|s| conditions::is_true(&s.conditions, STALLED));
             stalled += i64::from(is_stalled);
         }
         self.stalled.set(stalled);
@@ -179,5 +175,82 @@ impl Drop for ReconcileTimer {
         self.metrics
             .duration
             .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::plan::ApplyReason;
+    use crate::reconcile::prune::PruneOutcome;
+
+    fn instance(status: serde_json::Value) -> Arc<KuraInstance> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+                "metadata": {"name": "i", "namespace": "n"},
+                "spec": {"account": "a", "region": "r", "image": "i:1", "storage": {"size": "1Gi"}},
+                "status": status,
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn phase_and_stalled_gauges_are_computed_from_the_instances_at_scrape_time() {
+        let m = Metrics::default();
+        let stalled = serde_json::json!({"phase": "Stalled", "conditions": [
+            {"type": "Stalled", "status": "True", "reason": "RetryBudgetExhausted", "message": ""}]});
+        let all = [
+            instance(serde_json::json!({"phase": "Ready"})),
+            instance(serde_json::json!({"phase": "Ready"})),
+            instance(stalled),
+            instance(serde_json::Value::Null),
+        ];
+        let text = m.encode(&all);
+        assert_eq!(value(&text, "kura_instances{phase=\"Ready\"}"), Some(2.0));
+        assert_eq!(value(&text, "kura_instances{phase=\"Stalled\"}"), Some(1.0));
+        assert_eq!(value(&text, "kura_instances{phase=\"None\"}"), Some(1.0));
+        assert_eq!(value(&text, "kura_instances_stalled"), Some(1.0));
+        // Deleted instances leave no series behind.
+        let text = m.encode(&all[..1]);
+        assert_eq!(value(&text, "kura_instances{phase=\"Ready\"}"), Some(1.0));
+        assert_eq!(value(&text, "kura_instances{phase=\"Stalled\"}"), None);
+        assert_eq!(value(&text, "kura_instances_stalled"), Some(0.0));
+    }
+
+    #[test]
+    fn outcomes_reasons_and_pruned_objects_are_counted() {
+        let m = Metrics::default();
+        m.record(
+            &Outcome::Applied {
+                reasons: vec![ApplyReason::Forced, ApplyReason::ChildMissing("cm".into())],
+                inventory: vec![],
+                pruned: PruneOutcome {
+                    deleted: vec!["a".into(), "b".into()],
+                    kept: vec![],
+                },
+            },
+            None,
+        );
+        m.record(&Outcome::Converged, None);
+        m.record_error("status");
+        let text = m.encode(&[]);
+        for (series, expected) in [
+            ("kura_reconciles_total{result=\"applied\"}", 1.0),
+            ("kura_reconciles_total{result=\"converged\"}", 1.0),
+            ("kura_reconciles_total{result=\"status\"}", 1.0),
+            ("kura_applies_total{reason=\"forced\"}", 1.0),
+            ("kura_applies_total{reason=\"missing\"}", 1.0),
+            ("kura_objects_pruned_total", 2.0),
+            ("kura_leader", 0.0),
+        ] {
+            assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
+        }
     }
 }

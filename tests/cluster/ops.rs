@@ -4,6 +4,7 @@
 //! against the real control plane.
 
 mod leader;
+mod logs;
 mod metrics;
 mod probes;
 mod rbac;
