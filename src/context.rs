@@ -29,6 +29,8 @@ pub struct Context {
     /// Status this operator wrote, keyed by instance uid, with the resourceVersion
     /// the instance had before the write. See [`Context::with_own_status`].
     pub written: std::sync::Mutex<std::collections::HashMap<String, (String, KuraInstanceStatus)>>,
+    /// Consecutive transient failures per instance uid, for the error policy's backoff.
+    pub transient: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl Context {
@@ -61,6 +63,21 @@ impl Context {
                 instance
             }
             None => instance,
+        }
+    }
+
+    /// Count a transient failure; returns the consecutive count.
+    pub fn transient_failure(&self, instance: &KuraInstance) -> u32 {
+        let uid = instance.metadata.uid.clone().unwrap_or_default();
+        let mut map = self.transient.lock().unwrap();
+        let n = map.entry(uid).or_default();
+        *n += 1;
+        *n
+    }
+
+    pub fn transient_success(&self, instance: &KuraInstance) {
+        if let Some(uid) = &instance.metadata.uid {
+            self.transient.lock().unwrap().remove(uid);
         }
     }
 

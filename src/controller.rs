@@ -4,7 +4,6 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -141,18 +140,26 @@ pub fn streams(scope: &Scope) -> Streams {
     }
 }
 
-/// Error policy: the errors that reach here are transient (a failed prune or
-/// status write); apply failures are recorded in status and retried by `plan`.
+/// Error policy: the errors that reach here are transient (throttling, a server
+/// error, a failed prune or status write); apply failures of the input itself are
+/// recorded in status and retried by `plan`. Backoff is exponential per instance
+/// and resets on the next successful reconcile.
 fn error_policy(
     instance: Arc<KuraInstance>,
     error: &reconcile::Error,
     ctx: Arc<Context>,
 ) -> Action {
-    let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
-    let name = instance.metadata.name.as_deref().unwrap_or_default();
-    tracing::warn!(%namespace, instance = %name, error = %error, "reconcile failed; retrying");
+    let failures = ctx.transient_failure(&instance);
+    let delay = ctx.policy.backoff(failures as i64);
+    tracing::warn!(
+        namespace = ?instance.metadata.namespace,
+        instance = ?instance.metadata.name,
+        error = %error,
+        retry_in = ?delay,
+        "reconcile failed; retrying"
+    );
     ctx.metrics.record_error(error.label());
-    Action::requeue(Duration::from_secs(5))
+    Action::requeue(delay)
 }
 
 /// A standby reconciles nothing (it is reconciled in full when it starts

@@ -178,6 +178,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leader: leader_rx.clone(),
         faults: Faults::from_env(),
         written: Default::default(),
+        transient: Default::default(),
     });
 
     let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());

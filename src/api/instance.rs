@@ -217,6 +217,9 @@ pub struct KuraInstanceStatus {
     pub endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryStatus>,
+    /// Fields this operator renders being taken by another manager, repeatedly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<ConflictStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -275,4 +278,16 @@ pub struct RetryStatus {
     pub last_error: String,
     /// RFC 3339 time of the last failed attempt.
     pub last_failure_time: String,
+}
+
+/// Take-backs of fields another manager keeps taking, counted per window, so that
+/// two writers cannot ping-pong (INCIDENTS.md #4).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConflictStatus {
+    pub take_backs: i64,
+    /// RFC 3339 start of the counting window.
+    pub window_start: String,
+    /// The other field managers seen holding our fields.
+    pub managers: Vec<String>,
 }

@@ -20,6 +20,18 @@ pub struct ApplyError {
     pub source: kube::Error,
 }
 
+impl ApplyError {
+    /// Throttling, server errors and transport failures say nothing about the
+    /// input: they are retried with backoff without spending the retry budget
+    /// (a throttled fleet must not go Stalled).
+    pub fn is_transient(&self) -> bool {
+        match &self.source {
+            kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+            _ => true,
+        }
+    }
+}
+
 pub fn api_resource(id: &ObjectId) -> ApiResource {
     let (group, version) = id
         .api_version

@@ -57,6 +57,18 @@ pub fn events_for(
                     ),
                 ));
             }
+            let taken: Vec<String> = reasons
+                .iter()
+                .filter(|r| matches!(r, crate::reconcile::plan::ApplyReason::FieldDrift(..)))
+                .map(ToString::to_string)
+                .collect();
+            if !taken.is_empty() {
+                out.push(ev(
+                    EventType::Warning,
+                    "FieldConflict",
+                    format!("took back {}", taken.join("; ")),
+                ));
+            }
             if !pruned.kept.is_empty() {
                 out.push(ev(
                     EventType::Normal,

@@ -37,6 +37,8 @@ pub enum Error {
     Status(#[source] kube::Error),
     #[error("the instance has no namespace or name")]
     Unnamed,
+    #[error("transient: {0}")]
+    Transient(#[source] apply::ApplyError),
 }
 
 impl Error {
@@ -46,6 +48,7 @@ impl Error {
             Error::Prune(_) => "prune",
             Error::Status(_) => "status",
             Error::Unnamed => "unnamed",
+            Error::Transient(_) => "transient",
         }
     }
 }
@@ -84,6 +87,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         Plan::Paused => (Outcome::Paused, ctx.resync),
         Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(at, now)),
         Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(at, now)),
+        Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
         Plan::Converged => (Outcome::Converged, ctx.resync),
         Plan::Apply { reasons, prune, .. } => {
             let desired = desired
@@ -104,6 +108,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
                         ACTIVATION_RECHECK,
                     )
                 }
+                Err(e) if e.is_transient() => return Err(Error::Transient(e)),
                 Err(e) => {
                     let failures = observed.status.retry.as_ref().map_or(0, |r| r.failures) + 1;
                     (
@@ -155,6 +160,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         ctx.remember_status(&instance, &new_status);
         tracing::trace!(%namespace, instance = %name, rv_before = ?instance.metadata.resource_version, "status written");
     }
+    ctx.transient_success(&instance);
     let requeue = match activation {
         Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
         _ => requeue,

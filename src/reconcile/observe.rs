@@ -65,7 +65,22 @@ pub fn live_child(meta: &ObjectMeta) -> LiveChild {
             .and_then(|a| a.get(ANNOTATION_REVISION))
             .cloned(),
         owned_fields: owned_fields(meta),
+        other_managers: other_managers(meta),
     }
+}
+
+fn other_managers(meta: &ObjectMeta) -> Vec<String> {
+    let mut names: Vec<String> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
+        .filter_map(|m| m.manager.clone())
+        .filter(|m| m != FIELD_MANAGER)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Fingerprint of the fields this operator's field manager owns (by apply). When

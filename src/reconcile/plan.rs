@@ -23,6 +23,8 @@ pub struct LiveChild {
     pub revision: Option<String>,
     /// Fingerprint of the fields this operator's field manager owns.
     pub owned_fields: Option<String>,
+    /// Other field managers of the object's spec and metadata (not status).
+    pub other_managers: Vec<String>,
 }
 
 /// Everything `plan` needs from the cluster, already read.
@@ -91,8 +93,8 @@ pub enum ApplyReason {
     ChildMissing(String),
     /// An object carries another revision than it should.
     ChildRevision(String),
-    /// Another field manager took fields this operator renders.
-    FieldDrift(String),
+    /// Another field manager (named) took fields this operator renders.
+    FieldDrift(String, Vec<String>),
 }
 
 impl ApplyReason {
@@ -105,7 +107,7 @@ impl ApplyReason {
             ApplyReason::Forced => "forced",
             ApplyReason::ChildMissing(_) => "missing",
             ApplyReason::ChildRevision(_) => "child-revision",
-            ApplyReason::FieldDrift(_) => "field-drift",
+            ApplyReason::FieldDrift(..) => "field-drift",
         }
     }
 }
@@ -115,7 +117,7 @@ impl std::fmt::Display for ApplyReason {
         match self {
             ApplyReason::ChildMissing(o) => write!(f, "missing {o}"),
             ApplyReason::ChildRevision(o) => write!(f, "{o} carries another revision"),
-            ApplyReason::FieldDrift(o) => write!(f, "fields of {o} changed by another manager"),
+            ApplyReason::FieldDrift(o, m) => write!(f, "fields of {o} taken by {}", m.join(", ")),
             other => f.write_str(other.label()),
         }
     }
@@ -138,8 +140,30 @@ pub enum Plan {
     Backoff { at: Timestamp },
     /// The retry budget of these inputs is spent: retry at `at` (after the stall window).
     Stalled { at: Timestamp },
+    /// Another manager keeps taking our fields: the take-backs of this window are
+    /// spent; hold until `at` and report (no ping-pong).
+    ConflictHold {
+        at: Timestamp,
+        managers: Vec<String>,
+    },
     /// Everything matches: only probe activation.
     Converged,
+}
+
+/// At most this many take-backs of contested fields per [`CONFLICT_WINDOW`].
+pub const MAX_TAKE_BACKS: i64 = 3;
+pub const CONFLICT_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The conflict record, if its window is still open at `now`.
+pub fn open_conflict(
+    status: &KuraInstanceStatus,
+    now: Timestamp,
+) -> Option<&crate::api::ConflictStatus> {
+    status.conflict.as_ref().filter(|c| {
+        c.window_start.parse::<Timestamp>().is_ok_and(|start| {
+            now < start + jiff::SignedDuration::try_from(CONFLICT_WINDOW).unwrap()
+        })
+    })
 }
 
 /// The key a retry budget belongs to: a change of revision (spec, config,
@@ -166,6 +190,20 @@ pub fn plan(
         return Plan::Converged;
     }
     let force_token = observed.force_token.clone();
+    // Only contested fields to take back, and this window's take-backs are spent.
+    if reasons
+        .iter()
+        .all(|r| matches!(r, ApplyReason::FieldDrift(..)))
+        && let Some(c) =
+            open_conflict(&observed.status, now).filter(|c| c.take_backs >= MAX_TAKE_BACKS)
+    {
+        let start: Timestamp = c.window_start.parse().expect("checked by open_conflict");
+        let at = start + jiff::SignedDuration::try_from(CONFLICT_WINDOW).unwrap();
+        return Plan::ConflictHold {
+            at,
+            managers: c.managers.clone(),
+        };
+    }
     // A failure recorded for these same inputs decides when to try again; new
     // inputs (a new revision or force token) always try at once.
     if let Some(retry) = &observed.status.retry
@@ -230,7 +268,10 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
                     .get(&object.id)
                     .and_then(|e| e.owned_fields.as_deref());
                 if recorded_fields.is_some() && live.owned_fields.as_deref() != recorded_fields {
-                    reasons.push(ApplyReason::FieldDrift(object.id.to_string()));
+                    reasons.push(ApplyReason::FieldDrift(
+                        object.id.to_string(),
+                        live.other_managers.clone(),
+                    ));
                 }
             }
         }

@@ -5,10 +5,11 @@
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::plan::{ApplyReason, Observed, RetryPolicy, inputs_key};
+use super::plan::{ApplyReason, MAX_TAKE_BACKS, Observed, RetryPolicy, inputs_key, open_conflict};
 use super::probe::Activation;
 use super::prune::PruneOutcome;
-use crate::api::conditions::{self, ACTIVE, READY, RECONCILING, STALLED, VALID};
+use crate::api::ConflictStatus;
+use crate::api::conditions::{self, ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, VALID};
 use crate::api::{
     Condition, ConditionStatus, GatewayStatus, InventoryEntry, KuraInstance, KuraInstanceStatus,
     Phase, RetryStatus,
@@ -31,6 +32,10 @@ pub enum Outcome {
         reasons: Vec<ApplyReason>,
         error: String,
     },
+    /// Another manager keeps taking our fields; this window's take-backs are spent.
+    ConflictHold {
+        managers: Vec<String>,
+    },
     /// A failing apply waits for its backoff or stall window.
     Waiting {
         stalled: bool,
@@ -46,6 +51,7 @@ impl Outcome {
             Outcome::Applied { .. } => "applied",
             Outcome::ApplyFailed { .. } => "apply-failed",
             Outcome::Waiting { .. } => "waiting",
+            Outcome::ConflictHold { .. } => "conflict-hold",
             Outcome::Converged => "converged",
         }
     }
@@ -152,6 +158,15 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             }
         }
         Outcome::Waiting { .. } => return s, // nothing new to say until the retry
+        Outcome::ConflictHold { .. } => {
+            // Everything else stands; only the conflict is news.
+            fresh.extend(
+                prev.conditions
+                    .iter()
+                    .filter(|c| c.type_ != FIELD_CONFLICT)
+                    .cloned(),
+            );
+        }
         Outcome::Applied { inventory, .. } => {
             let d = i.desired.expect("an apply needs a desired state");
             s.applied_revision = Some(d.revision.clone());
@@ -165,15 +180,79 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
                 .or(prev.last_handled_reapply_at.clone());
             s.inventory = inventory.clone();
             s.retry = None;
+            s.conflict = count_take_backs(i, prev);
             activation_conditions(&mut s, &mut fresh, i, &c);
         }
         Outcome::Converged => {
             s.retry = None;
+            s.conflict = open_conflict(prev, i.now).cloned();
             activation_conditions(&mut s, &mut fresh, i, &c);
         }
     }
+    if let Some(c) = open_conflict(&s, i.now).filter(|c| c.take_backs >= 2) {
+        let msg = format!(
+            "{} keep taking fields this operator renders: {} take-backs since {} (at most {MAX_TAKE_BACKS} a minute; the operator's fields win)",
+            c.managers.join(", "),
+            c.take_backs,
+            c.window_start
+        );
+        fresh.retain(|f| f.type_ != FIELD_CONFLICT);
+        fresh.push(c_(
+            FIELD_CONFLICT,
+            ConditionStatus::True,
+            "ContestedFields",
+            msg,
+            i,
+        ));
+    } else if s.conflict.is_none() {
+        fresh.retain(|f| f.type_ != FIELD_CONFLICT);
+    }
     s.conditions = conditions::merge(&prev.conditions, fresh, &now);
     s
+}
+
+fn c_(t: &str, st: ConditionStatus, reason: &str, msg: String, i: &StatusInputs) -> Condition {
+    let mut c = Condition::new(t, st, reason, msg);
+    c.observed_generation = i.observed.generation;
+    c
+}
+
+/// An apply that took contested fields back counts against the window.
+fn count_take_backs(i: &StatusInputs, prev: &KuraInstanceStatus) -> Option<ConflictStatus> {
+    let Outcome::Applied { reasons, .. } = i.outcome else {
+        return prev.conflict.clone();
+    };
+    let mut managers: Vec<String> = reasons
+        .iter()
+        .filter_map(|r| match r {
+            ApplyReason::FieldDrift(_, m) => Some(m.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if managers.is_empty()
+        && !reasons
+            .iter()
+            .any(|r| matches!(r, ApplyReason::FieldDrift(..)))
+    {
+        return open_conflict(prev, i.now).cloned();
+    }
+    let open = open_conflict(prev, i.now);
+    managers.extend(open.map(|c| c.managers.clone()).unwrap_or_default());
+    managers.sort();
+    managers.dedup();
+    Some(match open {
+        Some(c) => ConflictStatus {
+            take_backs: c.take_backs + 1,
+            window_start: c.window_start.clone(),
+            managers,
+        },
+        None => ConflictStatus {
+            take_backs: 1,
+            window_start: i.now.to_string(),
+            managers,
+        },
+    })
 }
 
 fn activation_conditions(

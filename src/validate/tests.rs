@@ -8,6 +8,7 @@ use crate::api::{GatewaySpec, KuraInstance, KuraInstanceSpec, SecretKeyRef, Stor
 
 mod config_rules;
 mod env_rules;
+mod fuzz;
 mod resolution;
 
 const EXAMPLE_CONFIG: &str = include_str!("../../examples/config.yaml");

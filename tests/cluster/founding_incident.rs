@@ -95,6 +95,33 @@ async fn wedged_dedicated_instance_moves_to_shared_class_on_config_change() {
         "the revision is unchanged without a config change"
     );
 
+    // A force re-apply while wedged is acted on and acknowledged (the wedge stays:
+    // the class still has no controller).
+    let force =
+        serde_json::json!({"metadata": {"annotations": {"kura.dev/reapply-at": "while-wedged"}}});
+    instances
+        .patch(
+            "acme",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&force),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        "the force token to be acknowledged while wedged",
+        Duration::from_secs(60),
+        || async {
+            let s = instances.get("acme").await.ok()?.status?;
+            (s.last_handled_reapply_at.as_deref() == Some("while-wedged")).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        op.log().matches("outcome=\"applied\"").count(),
+        2,
+        "the force token re-applied once"
+    );
+
     // The fix: the region becomes a host-network region (shared class), image unchanged.
     op.set_config(&config(&ns.name, "host", "example.com/absent-controller"));
     let ingresses: Api<Ingress> = ns.api();

@@ -5,9 +5,16 @@
 mod support;
 
 mod admission;
+mod chaos;
 mod chart;
+mod conflict;
 mod control_plane;
+mod deletion;
+mod drift;
 mod founding_incident;
+mod gc_safety;
+mod idle;
 mod operator;
 mod ops;
 mod recovery;
+mod stall;

@@ -5,7 +5,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{kubeconfig_path, wait_for};
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::support::{TestNamespace, kubeconfig_path, wait_for};
+use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase};
 
 pub struct Operator {
     child: Option<Child>,
@@ -21,6 +26,8 @@ pub struct Operator {
 /// How to run the operator, beyond the defaults.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
+    /// Extra `run` flags (they come last, so they override the defaults).
+    pub args: Vec<String>,
     /// `--leader-elect`, the Lease in the test namespace, with this duration.
     pub lease_duration: Option<Duration>,
     /// Another kubeconfig than the plane's admin one (impersonation, a gate).
@@ -35,7 +42,21 @@ impl Operator {
     }
 
     pub fn start_with_env(namespace: &str, config_yaml: &str, env: &[(&str, &str)]) -> Operator {
-        Self::start_with(namespace, config_yaml, env, Options::default())
+        Self::start_full(namespace, config_yaml, &[], env)
+    }
+
+    /// With extra `run` flags (they come last, so they override the defaults).
+    pub fn start_full(
+        namespace: &str,
+        config_yaml: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
+        let options = Options {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Options::default()
+        };
+        Self::start_with(namespace, config_yaml, env, options)
     }
 
     pub fn start_with(
@@ -101,6 +122,7 @@ impl Operator {
                     .clone()
                     .unwrap_or_else(kubeconfig_path),
             )
+            .args(&self.options.args)
             .env("KURA_LOG", "info,kura_operator::reconcile=trace")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
@@ -231,4 +253,35 @@ pub fn instance(name: &str, image: &str) -> serde_json::Value {
         "metadata": { "name": name },
         "spec": { "account": name, "region": "r1", "image": image, "storage": { "size": "1Gi" } },
     })
+}
+
+/// The region's shared ingress class `shared-<namespace>`, served by kura-sim
+/// (which plays the region's ingress controller). Cluster-scoped: delete it at the end.
+pub async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
+    // Served by kura-sim, which plays the region's ingress controller.
+    let classes: Api<IngressClass> = Api::all(ns.client.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("shared-{}", ns.name)},
+                "spec": {"controller": "kura.dev/sim-ingress"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    classes
+}
+
+pub async fn wait_ready(instances: &Api<KuraInstance>, name: &str) -> KuraInstanceStatus {
+    wait_for(
+        "the instance to be Ready",
+        Duration::from_secs(90),
+        || async {
+            let s = instances.get(name).await.ok()?.status?;
+            (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
+        },
+    )
+    .await
 }

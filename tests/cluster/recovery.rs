@@ -5,45 +5,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::api::networking::v1::IngressClass;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance};
+use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, Phase};
-
-pub(crate) async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
-    // Served by kura-sim, which plays the region's ingress controller.
-    let classes: Api<IngressClass> = Api::all(ns.client.clone());
-    classes
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": format!("shared-{}", ns.name)},
-                "spec": {"controller": "kura.dev/sim-ingress"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    classes
-}
-
-pub(crate) async fn wait_ready(
-    instances: &Api<KuraInstance>,
-    name: &str,
-) -> kura_operator::api::KuraInstanceStatus {
-    wait_for(
-        "the instance to be Ready",
-        Duration::from_secs(90),
-        || async {
-            let s = instances.get(name).await.ok()?.status?;
-            (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
-        },
-    )
-    .await
-}
 
 #[tokio::test]
 async fn force_annotation_reapplies_and_is_acknowledged() {

@@ -215,3 +215,42 @@ where
     )
     .await
 }
+
+/// The apiserver's audit log (scripts/control-plane.sh audits every mutating
+/// request at Metadata level), next to the kubeconfig.
+pub fn audit_log() -> PathBuf {
+    kubeconfig_path().with_file_name("audit.log")
+}
+
+/// Mutating requests the audit log recorded in `namespace` at or after `since`
+/// (RFC 3339), as `verb resource[/subresource] name` strings, excluding Events.
+pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
+    let since: jiff::Timestamp = since.parse().expect("RFC 3339");
+    let text = std::fs::read_to_string(audit_log()).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["objectRef"]["namespace"] == namespace)
+        .filter(|e| e["objectRef"]["resource"] != "events")
+        .filter(|e| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .is_some_and(|t| t >= since)
+        })
+        .map(|e| {
+            let r = &e["objectRef"];
+            let sub = r["subresource"]
+                .as_str()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default();
+            format!(
+                "{} {}{} {} by {}",
+                e["verb"].as_str().unwrap_or(""),
+                r["resource"].as_str().unwrap_or(""),
+                sub,
+                r["name"].as_str().unwrap_or(""),
+                e["user"]["username"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}

@@ -50,6 +50,7 @@ fn converged(d: &Desired, phase: Phase) -> Observed {
                 LiveChild {
                     revision: Some(stamp),
                     owned_fields: Some("f1".into()),
+                    other_managers: vec![],
                 },
             )
         })
@@ -161,7 +162,7 @@ fn fields_taken_by_another_manager_apply() {
         .for_each(|c| c.owned_fields = Some("f2".into()));
     assert!(matches!(
         reasons(run(&o, &d))[..],
-        [ApplyReason::FieldDrift(_)]
+        [ApplyReason::FieldDrift(..)]
     ));
 }
 

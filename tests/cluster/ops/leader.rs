@@ -8,8 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
 use super::*;
-use crate::operator::{Operator, Options, config, instance};
-use crate::recovery::shared_class;
+use crate::operator::{Operator, Options, config, instance, shared_class};
 use kura_operator::api::KuraInstance;
 
 /// The chart's default.

@@ -8,8 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::operator::{Operator, config, instance};
-use crate::recovery::shared_class;
+use crate::operator::{Operator, config, instance, shared_class};
 use kura_operator::api::KuraInstance;
 
 const LITERAL: &str = "literal-env-value-never-logged";

@@ -9,8 +9,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::*;
-use crate::operator::{Operator, config, instance};
-use crate::recovery::shared_class;
+use crate::operator::{Operator, config, instance, shared_class};
 use kura_operator::api::KuraInstance;
 
 const APPLIED: &str = "kura_reconciles_total{result=\"applied\"}";

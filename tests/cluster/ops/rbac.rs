@@ -13,9 +13,8 @@ use kube::api::{Api, ListParams};
 
 use super::*;
 use crate::chart::{ClusterScopedCleanup, kubectl_run, template_text};
-use crate::operator::{Operator, Options, config, instance};
-use crate::recovery::shared_class;
-use kura_operator::api::{KuraInstance, Phase};
+use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
+use kura_operator::api::KuraInstance;
 
 #[tokio::test]
 async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
@@ -65,6 +64,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
                 kubeconfig: Some(kubeconfig.clone()),
                 lease_duration: Some(Duration::from_secs(15)),
                 replica: Some(name.into()),
+                ..Options::default()
             },
         )
     };
@@ -88,15 +88,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
     )
     .await
     .unwrap();
-    let status = wait_for(
-        "the instance to be Ready as the chart's ServiceAccount",
-        Duration::from_secs(120),
-        || async {
-            let s = instances.get("acme").await.ok()?.status?;
-            (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
-        },
-    )
-    .await;
+    let status = wait_ready(&instances, "acme").await;
     assert!(
         status.inventory.iter().any(|e| e.kind == "KuraGateway"),
         "the dedicated gateway path was exercised: {:?}",

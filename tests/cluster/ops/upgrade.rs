@@ -13,8 +13,7 @@ use kube::api::Api;
 
 use super::*;
 use crate::chart::{Release, chart_dir, helm, kubectl_run};
-use crate::operator::{Operator, instance};
-use crate::recovery::shared_class;
+use crate::operator::{Operator, instance, shared_class};
 use kura_operator::api::KuraInstance;
 
 /// `data."config.yaml"` of the release's ConfigMap, as stored in the cluster.
