@@ -202,15 +202,20 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         let probes = probes.clone();
         let lease = args.leader_elect.then(|| lease_settings(&args));
         async move {
-            controller::caches_synced(&stores).await;
+            let mut released = std::pin::pin!(async move {
+                let _ = released_rx.await;
+            });
+            // A shutdown before the caches synced (the apiserver out of reach)
+            // must not wait for them.
+            tokio::select! {
+                _ = controller::caches_synced(&stores) => {}
+                _ = &mut released => return,
+            }
             probes.set_synced();
             tracing::info!("caches synced");
             if let Some(settings) = lease {
                 // Campaign only with warm caches: a new leader reconciles at once.
                 probes.set_leader(leader_rx.clone());
-                let released = async move {
-                    let _ = released_rx.await;
-                };
                 crate::leader::campaign(client, settings, leader_tx, released).await;
             }
         }
