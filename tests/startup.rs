@@ -26,6 +26,18 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// `run --config CONFIG [--kubeconfig KUBECONFIG] EXTRA...`, failing (see [`fails`]).
+    fn run_fails(&self, config: &Path, kubeconfig: Option<&Path>, extra: &[&str]) -> String {
+        let mut args = vec!["--config", config.to_str().unwrap()];
+        if let Some(kc) = kubeconfig {
+            args.extend(["--kubeconfig", kc.to_str().unwrap()]);
+        }
+        args.extend(extra);
+        fails(&self.0, &args)
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -68,7 +80,7 @@ fn unreachable_kubeconfig(s: &Scratch) -> PathBuf {
 fn no_cluster_configuration_is_one_line() {
     let s = Scratch::new("nokube");
     let config = s.file("config.yaml", GOOD_CONFIG);
-    let err = fails(&s.0, &["--config", config.to_str().unwrap()]);
+    let err = s.run_fails(&config, None, &[]);
     assert!(err.contains("no cluster configuration"), "{err}");
 }
 
@@ -77,15 +89,7 @@ fn missing_kubeconfig_file_is_named() {
     let s = Scratch::new("kcmissing");
     let config = s.file("config.yaml", GOOD_CONFIG);
     let kc = s.0.join("absent-kubeconfig");
-    let err = fails(
-        &s.0,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ],
-    );
+    let err = s.run_fails(&config, Some(&kc), &[]);
     assert!(
         err.contains(&format!("kubeconfig {}", kc.display())),
         "{err}"
@@ -98,15 +102,7 @@ fn unparsable_kubeconfig_is_one_line() {
     let s = Scratch::new("kcbad");
     let config = s.file("config.yaml", GOOD_CONFIG);
     let kc = s.file("kubeconfig", "clusters: [\n");
-    let err = fails(
-        &s.0,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ],
-    );
+    let err = s.run_fails(&config, Some(&kc), &[]);
     assert!(err.contains("kubeconfig") && err.contains("parse"), "{err}");
 }
 
@@ -126,17 +122,7 @@ fn unreachable_apiserver_is_one_line() {
     let s = Scratch::new("unreachable");
     let config = s.file("config.yaml", GOOD_CONFIG);
     let kc = unreachable_kubeconfig(&s);
-    let err = fails(
-        &s.0,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ],
-    );
+    let err = s.run_fails(&config, Some(&kc), &["--metrics-addr", "127.0.0.1:0"]);
     assert!(err.contains("cannot reach the apiserver"), "{err}");
 }
 
@@ -147,17 +133,7 @@ fn metrics_address_in_use_is_named() {
     let kc = unreachable_kubeconfig(&s);
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let err = fails(
-        &s.0,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "--metrics-addr",
-            &addr,
-        ],
-    );
+    let err = s.run_fails(&config, Some(&kc), &["--metrics-addr", &addr]);
     assert!(err.contains(&format!("--metrics-addr {addr}")), "{err}");
 }
 
@@ -255,7 +231,7 @@ fn malformed_configs_each_fail_naming_the_field() {
     let s = Scratch::new("corpus");
     for (what, yaml, expected) in &corpus {
         let config = s.file("config.yaml", yaml);
-        let err = fails(&s.0, &["--config", config.to_str().unwrap()]);
+        let err = s.run_fails(&config, None, &[]);
         assert!(
             err.contains(&format!("operator config {}: ", config.display())),
             "{what}: names the file: {err}"

@@ -231,7 +231,7 @@ pub fn sample(exposition: &str, series: &str) -> Option<f64> {
 }
 
 /// A port nothing listens on now (the operator binds it right after).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")

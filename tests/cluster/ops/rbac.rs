@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 
 use super::*;
-use crate::chart::{ClusterScopedCleanup, kubectl_run, template_text};
+use crate::chart::ClusterScopedCleanup;
+use crate::chart::rbac::apply_chart_rbac;
 use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
 use kura_operator::api::KuraInstance;
 
@@ -21,21 +22,10 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
     let ns = TestNamespace::new("ops-rbac").await;
     let _cleanup = ClusterScopedCleanup(ns.name.clone());
     let classes = shared_class(&ns).await;
-    let rendered = template_text(
-        &ns.name,
-        &ns.name,
-        &[
-            "--set",
-            &format!("watchNamespace={},leaderElection.enabled=true", ns.name),
-            "-s",
-            "templates/serviceaccount.yaml",
-            "-s",
-            "templates/rbac.yaml",
-        ],
+    let sa = apply_chart_rbac(
+        &ns,
+        &format!("watchNamespace={},leaderElection.enabled=true", ns.name),
     );
-    let out = kubectl_run(&["apply", "-f", "-"], Some(&rendered));
-    assert!(out.ok, "applying the chart's RBAC: {}", out.stderr);
-    let sa = format!("{}-kura-operator", ns.name);
 
     // Bindings reach the authorizer asynchronously: start once one grant works.
     let as_sa = client_as_service_account(&ns.name, &sa).await;

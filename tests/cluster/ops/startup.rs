@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use super::*;
-use crate::operator::config;
+use crate::operator::{config, free_port};
 
 /// Kills the second apiserver, also when the test fails.
 struct Apiserver(Child);
@@ -20,14 +20,6 @@ impl Drop for Apiserver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_apiserver_without_crds(port: u16, log: &std::path::Path) -> Apiserver {
