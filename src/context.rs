@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::config::OperatorConfig;
+use crate::leader::LeaderState;
 use crate::metrics::Metrics;
 use crate::reconcile::plan::RetryPolicy;
 use crate::reconcile::stores::Stores;
@@ -22,6 +23,8 @@ pub struct Context {
     pub policy: RetryPolicy,
     pub resync: Duration,
     pub metrics: Arc<Metrics>,
+    /// Always leading without `--leader-elect`.
+    pub leader: watch::Receiver<LeaderState>,
     pub faults: Faults,
     /// Status this operator wrote, keyed by instance uid, with the resourceVersion
     /// the instance had before the write. See [`Context::with_own_status`].
@@ -33,6 +36,11 @@ pub struct Context {
 impl Context {
     pub fn config(&self) -> Arc<OperatorConfig> {
         self.config.borrow().clone()
+    }
+
+    /// Only the leader reconciles: a standby keeps its caches warm and waits.
+    pub fn leading(&self) -> bool {
+        self.leader.borrow().leading
     }
 
     /// The reflector cache can lag our own status write; a reconcile triggered by

@@ -184,11 +184,42 @@ fn error_policy(
     Action::requeue(delay)
 }
 
-/// The instance controller. Returns when `shutdown` resolves.
+/// A standby reconciles nothing (it is reconciled in full when it starts
+/// leading); the leader's reconciles are timed.
+async fn reconcile_if_leading(
+    instance: Arc<KuraInstance>,
+    ctx: Arc<Context>,
+) -> Result<Action, reconcile::Error> {
+    if !ctx.leading() {
+        return Ok(Action::await_change());
+    }
+    let _timer = ctx.metrics.reconcile_timer();
+    reconcile::reconcile(instance, ctx).await
+}
+
+/// Every reflector has listed once (what `/readyz` waits for).
+pub async fn caches_synced(stores: &Stores) {
+    let _ = futures::join!(
+        stores.instances.wait_until_ready(),
+        stores.gateways.wait_until_ready(),
+        stores.stateful_sets.wait_until_ready(),
+        stores.ingresses.wait_until_ready(),
+        stores.ingress_classes.wait_until_ready(),
+        stores.services.wait_until_ready(),
+        stores.config_maps.wait_until_ready(),
+        stores.service_accounts.wait_until_ready(),
+        stores.pod_disruption_budgets.wait_until_ready(),
+        stores.network_policies.wait_until_ready(),
+        stores.deployments.wait_until_ready(),
+    );
+}
+
+/// The instance controller. Returns when `shutdown` resolves. `reconcile_all`
+/// ticks on a configuration change and when this process starts leading.
 pub fn instance_controller(
     streams: Streams,
     ctx: Arc<Context>,
-    config_changed: impl Stream<Item = ()> + Send + 'static,
+    reconcile_all: impl Stream<Item = ()> + Send + 'static,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
@@ -219,11 +250,11 @@ pub fn instance_controller(
             let name = class.metadata.name.clone().unwrap_or_default();
             instances_using(&by_class, None, |s| s.ingress_class_name == name)
         })
-        .reconcile_all_on(config_changed)
+        .reconcile_all_on(reconcile_all)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown);
     controller
-        .run(reconcile::reconcile, error_policy, ctx)
+        .run(reconcile_if_leading, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::trace!(error = %e, "controller event");

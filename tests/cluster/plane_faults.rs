@@ -12,7 +12,7 @@ use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance};
+use crate::operator::{Operator, Options, config, instance};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, Phase};
 
@@ -59,11 +59,17 @@ async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
             "metadata": {"name": format!("shared-{ns}")}, "spec": {"controller": "kura.dev/sim-ingress"}})).unwrap())
         .await
         .unwrap();
-    let mut op = Operator::start_on(
-        plane.kubeconfig(),
+    let options = Options {
+        args: vec!["--watch-timeout".into(), "10s".into()],
+        kubeconfig: Some(plane.kubeconfig()),
+        ..Options::default()
+    };
+    let debug_logs = [("KURA_LOG", "info,kura_operator=debug,kube_runtime=debug")];
+    let mut op = Operator::start_with(
         ns,
         &config(ns, "host", "example.com/none"),
-        &["--watch-timeout", "10s"],
+        &debug_logs,
+        options,
     );
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
     for i in 0..FLEET {

@@ -223,7 +223,8 @@ pub fn audit_log() -> PathBuf {
 }
 
 /// Mutating requests the audit log recorded in `namespace` at or after `since`
-/// (RFC 3339), as `verb resource[/subresource] name` strings, excluding Events.
+/// (RFC 3339), as `verb resource[/subresource] name` strings, excluding Events
+/// and the control plane's own controllers.
 pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
     let since: jiff::Timestamp = since.parse().expect("RFC 3339");
     let text = std::fs::read_to_string(audit_log()).unwrap_or_default();
@@ -231,6 +232,14 @@ pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["objectRef"]["namespace"] == namespace)
         .filter(|e| e["objectRef"]["resource"] != "events")
+        // The control plane's own controllers (e.g. the disruption controller
+        // refreshing a PodDisruptionBudget's status) are not the operator.
+        .filter(|e| {
+            !e["user"]["username"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("system:")
+        })
         .filter(|e| {
             e["requestReceivedTimestamp"]
                 .as_str()
