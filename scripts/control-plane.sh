@@ -127,7 +127,12 @@ KC
   chmod 600 "$out"
 }
 
-pid_alive() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
+# Alive, and not a zombie waiting for a reaper (a crashed component's parent is gone).
+pid_alive() {
+  [ -f "$state/$1.pid" ] || return 1
+  local pid; pid=$(cat "$state/$1.pid")
+  kill -0 "$pid" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
 
 # Report a component that died, with the tail of its log, instead of hanging.
 check_alive() {

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::config::OperatorConfig;
+use crate::leader::LeaderState;
 use crate::metrics::Metrics;
 use crate::reconcile::plan::RetryPolicy;
 use crate::reconcile::stores::Stores;
@@ -22,9 +23,11 @@ pub struct Context {
     pub policy: RetryPolicy,
     pub resync: Duration,
     pub metrics: Arc<Metrics>,
+    /// Always leading without `--leader-elect`.
+    pub leader: watch::Receiver<LeaderState>,
     pub faults: Faults,
-    /// Status this operator wrote, keyed by instance uid, with the resourceVersion
-    /// the instance had before the write. See [`Context::with_own_status`].
+    /// Status this operator last wrote, keyed by instance uid, with the
+    /// resourceVersion the write produced. See [`Context::with_own_status`].
     pub written: std::sync::Mutex<std::collections::HashMap<String, (String, KuraInstanceStatus)>>,
     /// Consecutive transient failures per instance uid, for the error policy's backoff.
     pub transient: std::sync::Mutex<std::collections::HashMap<String, u32>>,
@@ -35,24 +38,30 @@ impl Context {
         self.config.borrow().clone()
     }
 
+    /// Only the leader reconciles: a standby keeps its caches warm and waits.
+    pub fn leading(&self) -> bool {
+        self.leader.borrow().leading
+    }
+
     /// The reflector cache can lag our own status write; a reconcile triggered by
-    /// a child event in between would see the old status and apply again. When the
-    /// cached instance is exactly the one we wrote over (same resourceVersion),
-    /// the server's answer to our write is the fresher observation.
+    /// a child event in between would see an older status (and, say, apply again
+    /// or lose a take-back count). The operator is the only writer of status, so
+    /// until the cache has caught up with our last write (its resourceVersion
+    /// seen), the status we wrote is the fresher observation.
     pub fn with_own_status(&self, instance: Arc<KuraInstance>) -> Arc<KuraInstance> {
         let uid = instance.metadata.uid.clone().unwrap_or_default();
         let mut written = self.written.lock().unwrap();
         match written.get(&uid) {
-            Some((rv_before, status))
-                if instance.metadata.resource_version.as_ref() == Some(rv_before) =>
+            Some((rv_after, _))
+                if instance.metadata.resource_version.as_ref() == Some(rv_after) =>
             {
+                written.remove(&uid);
+                instance
+            }
+            Some((_, status)) => {
                 let mut fresher = (*instance).clone();
                 fresher.status = Some(status.clone());
                 Arc::new(fresher)
-            }
-            Some(_) => {
-                written.remove(&uid);
-                instance
             }
             None => instance,
         }
@@ -73,13 +82,17 @@ impl Context {
         }
     }
 
-    pub fn remember_status(&self, instance: &KuraInstance, status: &KuraInstanceStatus) {
-        if let (Some(uid), Some(rv)) = (&instance.metadata.uid, &instance.metadata.resource_version)
-        {
+    pub fn remember_status(
+        &self,
+        instance: &KuraInstance,
+        rv_after: Option<String>,
+        status: &KuraInstanceStatus,
+    ) {
+        if let (Some(uid), Some(rv)) = (&instance.metadata.uid, rv_after) {
             self.written
                 .lock()
                 .unwrap()
-                .insert(uid.clone(), (rv.clone(), status.clone()));
+                .insert(uid.clone(), (rv, status.clone()));
         }
     }
 }

@@ -30,6 +30,8 @@ use crate::reconcile::{self, stores::Stores};
 pub struct Scope {
     pub client: Client,
     pub namespace: Option<String>,
+    /// Server-side timeout of each watch request, in seconds.
+    pub watch_timeout: u32,
 }
 
 impl Scope {
@@ -44,8 +46,16 @@ impl Scope {
     }
 }
 
-fn managed() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
+impl Scope {
+    pub fn watch_config(&self) -> watcher::Config {
+        watcher::Config::default().timeout(self.watch_timeout)
+    }
+
+    /// Only objects this operator manages: the caches never hold anyone else's.
+    fn managed(&self) -> watcher::Config {
+        self.watch_config()
+            .labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
+    }
 }
 
 type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
@@ -61,9 +71,14 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let events = watcher(api, wc)
-        .default_backoff()
-        .modify(compact_managed_fields);
+    let kind = K::kind(&()).to_string();
+    let watch = watcher(api, wc).inspect(move |event| match event {
+        Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying with backoff"),
+        Ok(watcher::Event::Init) => tracing::debug!(%kind, "watch (re)listing"),
+        Ok(watcher::Event::InitDone) => tracing::debug!(%kind, "watch listed"),
+        Ok(_) => {}
+    });
+    let events = watch.default_backoff().modify(compact_managed_fields);
     let stream = reflector::reflector(writer, events)
         .touched_objects()
         .boxed();
@@ -131,27 +146,32 @@ pub struct Streams {
 }
 
 pub fn streams(scope: &Scope) -> Streams {
-    let (instances_store, instances) =
-        reflect(scope.api::<KuraInstance>(), watcher::Config::default());
-    let (gateways_store, gateways) =
-        reflect(scope.api::<KuraGateway>(), watcher::Config::default());
-    let (sts_store, stateful_sets) = reflect(scope.api::<StatefulSet>(), managed());
-    let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), managed());
+    let (instances_store, instances) = reflect(scope.api::<KuraInstance>(), scope.watch_config());
+    let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
+    let (sts_store, stateful_sets) = reflect(scope.api::<StatefulSet>(), scope.managed());
+    let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), scope.managed());
     let (class_store, ingress_classes) = reflect(
         Api::<IngressClass>::all(scope.client.clone()),
-        watcher::Config::default(),
+        scope.watch_config(),
     );
-    let (svc, services) = reflect(scope.api::<PartialObjectMeta<Service>>(), managed());
-    let (cm, config_maps) = reflect(scope.api::<PartialObjectMeta<ConfigMap>>(), managed());
-    let (sa, service_accounts) =
-        reflect(scope.api::<PartialObjectMeta<ServiceAccount>>(), managed());
+    let (svc, services) = reflect(scope.api::<PartialObjectMeta<Service>>(), scope.managed());
+    let (cm, config_maps) = reflect(scope.api::<PartialObjectMeta<ConfigMap>>(), scope.managed());
+    let (sa, service_accounts) = reflect(
+        scope.api::<PartialObjectMeta<ServiceAccount>>(),
+        scope.managed(),
+    );
     let (pdb, pdbs) = reflect(
         scope.api::<PartialObjectMeta<PodDisruptionBudget>>(),
-        managed(),
+        scope.managed(),
     );
-    let (np, network_policies) =
-        reflect(scope.api::<PartialObjectMeta<NetworkPolicy>>(), managed());
-    let (dep, deployments) = reflect(scope.api::<PartialObjectMeta<Deployment>>(), managed());
+    let (np, network_policies) = reflect(
+        scope.api::<PartialObjectMeta<NetworkPolicy>>(),
+        scope.managed(),
+    );
+    let (dep, deployments) = reflect(
+        scope.api::<PartialObjectMeta<Deployment>>(),
+        scope.managed(),
+    );
     Streams {
         stores: Stores {
             instances: instances_store,
@@ -202,11 +222,42 @@ fn error_policy(
     Action::requeue(delay)
 }
 
-/// The instance controller. Returns when `shutdown` resolves.
+/// A standby reconciles nothing (it is reconciled in full when it starts
+/// leading); the leader's reconciles are timed.
+async fn reconcile_if_leading(
+    instance: Arc<KuraInstance>,
+    ctx: Arc<Context>,
+) -> Result<Action, reconcile::Error> {
+    if !ctx.leading() {
+        return Ok(Action::await_change());
+    }
+    let _timer = ctx.metrics.reconcile_timer();
+    reconcile::reconcile(instance, ctx).await
+}
+
+/// Every reflector has listed once (what `/readyz` waits for).
+pub async fn caches_synced(stores: &Stores) {
+    let _ = futures::join!(
+        stores.instances.wait_until_ready(),
+        stores.gateways.wait_until_ready(),
+        stores.stateful_sets.wait_until_ready(),
+        stores.ingresses.wait_until_ready(),
+        stores.ingress_classes.wait_until_ready(),
+        stores.services.wait_until_ready(),
+        stores.config_maps.wait_until_ready(),
+        stores.service_accounts.wait_until_ready(),
+        stores.pod_disruption_budgets.wait_until_ready(),
+        stores.network_policies.wait_until_ready(),
+        stores.deployments.wait_until_ready(),
+    );
+}
+
+/// The instance controller. Returns when `shutdown` resolves. `reconcile_all`
+/// ticks on a configuration change and when this process starts leading.
 pub fn instance_controller(
     streams: Streams,
     ctx: Arc<Context>,
-    config_changed: impl Stream<Item = ()> + Send + 'static,
+    reconcile_all: impl Stream<Item = ()> + Send + 'static,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
@@ -237,11 +288,11 @@ pub fn instance_controller(
             let name = class.metadata.name.clone().unwrap_or_default();
             instances_using(&by_class, None, |s| s.ingress_class_name == name)
         })
-        .reconcile_all_on(config_changed)
+        .reconcile_all_on(reconcile_all)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown);
     controller
-        .run(reconcile::reconcile, error_policy, ctx)
+        .run(reconcile_if_leading, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::trace!(error = %e, "controller event");

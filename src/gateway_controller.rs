@@ -32,6 +32,10 @@ pub enum GatewayError {
 }
 
 async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action, GatewayError> {
+    // A standby writes nothing, not even the finalizer; it reconciles all on taking over.
+    if !ctx.leading() {
+        return Ok(Action::await_change());
+    }
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), &ns);
     finalizer(&api, GATEWAY_FINALIZER, gw, |event| async {
@@ -132,8 +136,10 @@ async fn cleanup(gw: &KuraGateway, ctx: &Context) -> Result<Action, GatewayError
     Ok(Action::await_change())
 }
 
-fn error_policy(_gw: Arc<KuraGateway>, error: &GatewayError, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %error, "gateway reconcile failed; retrying");
+fn error_policy(gw: Arc<KuraGateway>, error: &GatewayError, _ctx: Arc<Context>) -> Action {
+    let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
+    let name = gw.metadata.name.as_deref().unwrap_or_default();
+    tracing::warn!(%namespace, gateway = %name, error = %error, "gateway reconcile failed; retrying");
     Action::requeue(Duration::from_secs(10))
 }
 
@@ -147,10 +153,12 @@ pub fn gateway_controller(
         >,
     >,
     ctx: Arc<Context>,
+    leading: impl futures::Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    Controller::new(scope.api::<KuraGateway>(), watcher::Config::default())
+    Controller::new(scope.api::<KuraGateway>(), scope.watch_config())
         .owns_stream(deployments)
+        .reconcile_all_on(leading)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})

@@ -42,7 +42,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kura-operator: {e}");
+            // One line, always: a log collector keeps it as one record.
+            let message = e.to_string();
+            let one_line: Vec<&str> = message.lines().map(str::trim).collect();
+            eprintln!("kura-operator: {}", one_line.join(" "));
             ExitCode::FAILURE
         }
     }

@@ -1,59 +1,256 @@
-//! Operator metrics.
+//! Operator metrics, in the Prometheus text format (prometheus-client).
+//!
+//! Counters move when a reconcile records its outcome; the per-phase and
+//! stalled gauges are computed from the instance cache at scrape time, so a
+//! deleted instance leaves them without anyone having to notice the deletion.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use crate::api::Phase;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::api::conditions::{self, STALLED};
+use crate::api::{KuraInstance, Phase};
 use crate::reconcile::status::Outcome;
 
-#[derive(Default)]
-pub struct Metrics {
-    inner: Mutex<Counters>,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
 }
 
-#[derive(Default, Clone, Debug)]
-pub struct Counters {
-    pub reconciles: BTreeMap<&'static str, u64>,
-    pub applies: BTreeMap<&'static str, u64>,
-    pub pruned: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabel, Counter>,
+    duration: Histogram,
+    applies: Family<ReasonLabel, Counter>,
+    pruned: Counter,
+    instances: Family<PhaseLabel, Gauge>,
+    stalled: Gauge,
+    leader: Gauge,
+    /// Scrapes recompute the gauges: one at a time.
+    scrape: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let reconciles = Family::<ResultLabel, Counter>::default();
+        // 1 ms to about 16 s: a converged pass reads only caches; an apply does a
+        // dozen server-side applies.
+        let duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
+        let applies = Family::<ReasonLabel, Counter>::default();
+        let pruned = Counter::default();
+        let instances = Family::<PhaseLabel, Gauge>::default();
+        let stalled = Gauge::default();
+        let leader = Gauge::default();
+        let mut registry = Registry::with_prefix("kura");
+        registry.register(
+            "reconciles",
+            "Instance reconciles by result: an outcome (applied, converged, waiting, conflict-hold, invalid, paused, apply-failed) or an error (transient, prune, status, unnamed)",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one instance reconcile",
+            duration.clone(),
+        );
+        registry.register(
+            "applies",
+            "Reasons of the applies done (one apply can have several)",
+            applies.clone(),
+        );
+        registry.register(
+            "objects_pruned",
+            "Objects deleted because a new revision no longer contains them",
+            pruned.clone(),
+        );
+        registry.register(
+            "instances",
+            "KuraInstances in the watched namespaces by status phase (None: not reconciled yet)",
+            instances.clone(),
+        );
+        registry.register(
+            "instances_stalled",
+            "KuraInstances whose Stalled condition is True",
+            stalled.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this process leads (or runs without leader election), 0 on standby",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            duration,
+            applies,
+            pruned,
+            instances,
+            stalled,
+            leader,
+            scrape: Mutex::new(()),
+        }
+    }
 }
 
 impl Metrics {
     pub fn record(&self, outcome: &Outcome, _phase: Option<Phase>) {
-        let mut c = self.inner.lock().unwrap();
-        let result = match outcome {
-            Outcome::Invalid(_) => "invalid",
-            Outcome::Paused => "paused",
-            Outcome::Applied {
-                reasons, pruned, ..
-            } => {
-                for r in reasons {
-                    *c.applies.entry(r.label()).or_default() += 1;
-                }
-                c.pruned += pruned.deleted.len() as u64;
-                "applied"
+        if let Outcome::Applied {
+            reasons, pruned, ..
+        } = outcome
+        {
+            for r in reasons {
+                self.applies
+                    .get_or_create(&ReasonLabel { reason: r.label() })
+                    .inc();
             }
-            Outcome::ApplyFailed { .. } => "apply-failed",
-            Outcome::Waiting { .. } => "waiting",
-            Outcome::ConflictHold { .. } => "conflict-hold",
-            Outcome::Converged => "converged",
-        };
-        *c.reconciles.entry(result).or_default() += 1;
+            self.pruned.inc_by(pruned.deleted.len() as u64);
+        }
+        self.count(outcome.label());
     }
 
-    pub fn snapshot(&self) -> Counters {
-        self.inner.lock().unwrap().clone()
+    pub fn record_error(&self, label: &'static str) {
+        self.count(label);
+    }
+
+    fn count(&self, result: &'static str) {
+        self.reconciles.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Observes the reconcile duration when dropped.
+    pub fn reconcile_timer(self: &Arc<Self>) -> ReconcileTimer {
+        ReconcileTimer {
+            metrics: self.clone(),
+            start: Instant::now(),
+        }
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// The text exposition, with the gauges computed from `instances`.
+    pub fn encode(&self, instances: &[Arc<KuraInstance>]) -> String {
+        let _one = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        self.instances.clear();
+        let mut stalled = 0;
+        for i in instances {
+            let status = i.status.as_ref();
+            let phase = status
+                .and_then(|s| s.phase)
+                .map_or_else(|| "None".to_string(), |p| format!("{p:?}"));
+            self.instances.get_or_create(&PhaseLabel { phase }).inc();
+            let is_stalled = status.is_some_and(|s| conditions::is_true(&s.conditions, STALLED));
+            stalled += i64::from(is_stalled);
+        }
+        self.stalled.set(stalled);
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
     }
 }
 
-impl Metrics {
-    pub fn record_error(&self, label: &'static str) {
-        *self
-            .inner
-            .lock()
-            .unwrap()
-            .reconciles
-            .entry(label)
-            .or_default() += 1;
+pub struct ReconcileTimer {
+    metrics: Arc<Metrics>,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.metrics
+            .duration
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::plan::ApplyReason;
+    use crate::reconcile::prune::PruneOutcome;
+
+    fn instance(status: serde_json::Value) -> Arc<KuraInstance> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+                "metadata": {"name": "i", "namespace": "n"},
+                "spec": {"account": "a", "region": "r", "image": "i:1", "storage": {"size": "1Gi"}},
+                "status": status,
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn phase_and_stalled_gauges_are_computed_from_the_instances_at_scrape_time() {
+        let m = Metrics::default();
+        let stalled = serde_json::json!({"phase": "Stalled", "conditions": [
+            {"type": "Stalled", "status": "True", "reason": "RetryBudgetExhausted", "message": ""}]});
+        let all = [
+            instance(serde_json::json!({"phase": "Ready"})),
+            instance(serde_json::json!({"phase": "Ready"})),
+            instance(stalled),
+            instance(serde_json::Value::Null),
+        ];
+        let text = m.encode(&all);
+        assert_eq!(value(&text, "kura_instances{phase=\"Ready\"}"), Some(2.0));
+        assert_eq!(value(&text, "kura_instances{phase=\"Stalled\"}"), Some(1.0));
+        assert_eq!(value(&text, "kura_instances{phase=\"None\"}"), Some(1.0));
+        assert_eq!(value(&text, "kura_instances_stalled"), Some(1.0));
+        // Deleted instances leave no series behind.
+        let text = m.encode(&all[..1]);
+        assert_eq!(value(&text, "kura_instances{phase=\"Ready\"}"), Some(1.0));
+        assert_eq!(value(&text, "kura_instances{phase=\"Stalled\"}"), None);
+        assert_eq!(value(&text, "kura_instances_stalled"), Some(0.0));
+    }
+
+    #[test]
+    fn outcomes_reasons_and_pruned_objects_are_counted() {
+        let m = Metrics::default();
+        m.record(
+            &Outcome::Applied {
+                reasons: vec![ApplyReason::Forced, ApplyReason::ChildMissing("cm".into())],
+                inventory: vec![],
+                pruned: PruneOutcome {
+                    deleted: vec!["a".into(), "b".into()],
+                    kept: vec![],
+                },
+            },
+            None,
+        );
+        m.record(&Outcome::Converged, None);
+        m.record_error("status");
+        let text = m.encode(&[]);
+        for (series, expected) in [
+            ("kura_reconciles_total{result=\"applied\"}", 1.0),
+            ("kura_reconciles_total{result=\"converged\"}", 1.0),
+            ("kura_reconciles_total{result=\"status\"}", 1.0),
+            ("kura_applies_total{reason=\"forced\"}", 1.0),
+            ("kura_applies_total{reason=\"missing\"}", 1.0),
+            ("kura_objects_pruned_total", 2.0),
+            ("kura_leader", 0.0),
+        ] {
+            assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
+        }
     }
 }

@@ -51,6 +51,11 @@ pub struct RunArgs {
     #[arg(long, env = "KURA_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 
+    /// Server-side timeout of each watch request; a watch that outlives it is
+    /// re-established (and a stuck apiserver noticed) at least this often.
+    #[arg(long, env = "KURA_WATCH_TIMEOUT", default_value = "290s", value_parser = parse_duration)]
+    pub watch_timeout: Duration,
+
     /// Instances reconciled at once.
     #[arg(long, env = "KURA_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
@@ -83,7 +88,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
-    telemetry(&args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -114,8 +118,12 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     use crate::config::OperatorConfig;
     use crate::context::{Context, Faults};
     use crate::controller::{self, Scope};
+    use crate::leader::LeaderState;
     use crate::reconcile::plan::RetryPolicy;
+    use crate::server::{self, Probes};
 
+    // Start-up checks first, each failing in one line: config, kubeconfig,
+    // the metrics address, the CRDs.
     let config_text = std::fs::read_to_string(&args.config).map_err(|e| {
         format!(
             "operator config {}: cannot read: {e}",
@@ -124,15 +132,39 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let config = OperatorConfig::load(&args.config)?;
     let client = client(&args).await?;
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
+    let metrics_addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    // Served while the apiserver is still being reached: alive, not ready.
+    let probes = Arc::new(Probes::default());
+    let serving = tokio::spawn(server::serve(
+        listener,
+        probes.clone(),
+        stopped(stop_rx.clone()),
+    ));
     check_crds(&client).await?;
+    // Logging starts only now: a start-up failure is the one line main() prints
+    // (kube's own error log of a failed connection would be a second one).
+    telemetry(&args.log_format);
 
     let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
     let config_changed = crate::config_watch::follow(args.config.clone(), config_text, config_tx);
     let scope = Scope {
         client: client.clone(),
         namespace: args.namespace.clone(),
+        watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
     };
     let mut streams = controller::streams(&scope);
+    probes.set_instances(streams.stores.instances.clone());
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(LeaderState {
+        leading: !args.leader_elect,
+        healthy: true,
+    });
     let reporter = Reporter {
         controller: "kura-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -148,38 +180,115 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             ..RetryPolicy::default()
         },
         resync: args.resync,
-        metrics: Default::default(),
+        metrics: probes.metrics.clone(),
+        leader: leader_rx.clone(),
         faults: Faults::from_env(),
         written: Default::default(),
         transient: Default::default(),
     });
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());
     let gateways = crate::gateway_controller::gateway_controller(
         &scope,
         deployments,
         ctx.clone(),
+        started_leading(leader_rx.clone()),
         stopped(stop_rx.clone()),
     );
+    let stores = streams.stores.clone();
     let instances = controller::instance_controller(
         streams,
         ctx.clone(),
-        config_changed,
+        futures::stream::select(config_changed, started_leading(leader_rx.clone())),
         args.concurrency,
         stopped(stop_rx.clone()),
     );
-    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), "kura-operator running");
+    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
+    let election = {
+        let probes = probes.clone();
+        let lease = args.leader_elect.then(|| lease_settings(&args));
+        async move {
+            let mut released = std::pin::pin!(async move {
+                let _ = released_rx.await;
+            });
+            // A shutdown before the caches synced (the apiserver out of reach)
+            // must not wait for them.
+            tokio::select! {
+                _ = controller::caches_synced(&stores) => {}
+                _ = &mut released => return,
+            }
+            probes.set_synced();
+            tracing::info!("caches synced");
+            if let Some(settings) = lease {
+                // Campaign only with warm caches: a new leader reconciles at once.
+                probes.set_leader(leader_rx.clone());
+                crate::leader::campaign(client, settings, leader_tx, released).await;
+            }
+        }
+    };
+    let leader_gauge = follow_leader(ctx.leader.clone(), probes.metrics.clone());
+    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, "kura-operator running");
     let signal = async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
     };
-    tokio::join!(instances, gateways, signal);
+    // The Lease is given up only after the controllers stopped, so the next
+    // leader never overlaps with a reconcile of ours.
+    let controllers = async move {
+        tokio::join!(instances, gateways);
+        let _ = released_tx.send(());
+    };
+    tokio::select! {
+        _ = async { tokio::join!(controllers, election, signal) } => {}
+        _ = leader_gauge => {}
+    }
+    let _ = serving.await;
     Ok(())
+}
+
+/// One tick each time this process starts leading (at once when it leads from
+/// the start): everything a standby let pass is reconciled.
+fn started_leading(
+    rx: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold((rx, false), |(mut rx, mut was)| async move {
+        loop {
+            let now = rx.borrow_and_update().leading;
+            let started = now && !was;
+            was = now;
+            if started {
+                return Some(((), (rx, was)));
+            }
+            rx.changed().await.ok()?;
+        }
+    })
+}
+
+/// Keeps the leader gauge equal to the role; never returns while the role can change.
+async fn follow_leader(
+    mut rx: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+) {
+    loop {
+        metrics.set_leader(rx.borrow_and_update().leading);
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+fn lease_settings(args: &RunArgs) -> crate::leader::LeaseSettings {
+    crate::leader::LeaseSettings {
+        namespace: args
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into()),
+        name: args.lease_name.clone(),
+        identity: crate::leader::identity(),
+        duration: args.lease_duration,
+    }
 }
 
 async fn shutdown_signal() {
@@ -192,10 +301,10 @@ async fn shutdown_signal() {
 }
 
 async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Error>> {
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), first_line(&e)))?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
                 .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
@@ -204,7 +313,25 @@ async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Erro
             .await
             .map_err(|e| format!("no cluster configuration (in-cluster or $KUBECONFIG): {e}"))?,
     };
-    Ok(kube::Client::try_from(config)?)
+    // Bounds on hung requests (a paused or half-started apiserver), so that a
+    // request fails and is retried instead of waiting forever. A read may stay
+    // silent for as long as a watch does.
+    config.read_timeout = Some(args.watch_timeout + std::time::Duration::from_secs(15));
+    config.connect_timeout = Some(std::time::Duration::from_secs(10));
+    // A response whose headers do not come within a bound is abandoned (a watch's
+    // body may then stream for minutes: only its start is bounded).
+    let timeout = tower::timeout::TimeoutLayer::new(RESPONSE_TIMEOUT);
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&timeout)
+        .build())
+}
+
+/// How long any request may wait for its response to start.
+const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The YAML parser appends a source snippet on further lines; the first says it all.
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
 /// Fail at start-up, in one line, when the CRDs are not installed.

@@ -129,7 +129,7 @@ pub async fn publish(
     for event in events_for(prev, new, outcome) {
         // An Event that cannot be written must not fail the reconcile.
         if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            tracing::warn!(error = %e, reason = %event.reason, "could not publish event");
+            tracing::warn!(namespace = ?instance.metadata.namespace, instance = ?instance.metadata.name, error = %e, reason = %event.reason, "could not publish event");
         }
     }
 }

@@ -154,11 +154,11 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     events::publish(&ctx, &instance, &observed.status, &new_status, &outcome).await;
     if new_status != observed.status {
         let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), &namespace);
-        status::write(&api, &name, &new_status)
+        let rv = status::write(&api, &name, &new_status)
             .await
             .map_err(Error::Status)?;
-        ctx.remember_status(&instance, &new_status);
-        tracing::trace!(%namespace, instance = %name, rv_before = ?instance.metadata.resource_version, "status written");
+        ctx.remember_status(&instance, rv, &new_status);
+        tracing::trace!(%namespace, instance = %name, "status written");
     }
     ctx.transient_success(&instance);
     let requeue = match activation {

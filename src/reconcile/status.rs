@@ -293,21 +293,23 @@ fn activation_conditions(
     }
 }
 
+/// Returns the resourceVersion the instance has after the write.
 pub async fn write(
     api: &Api<KuraInstance>,
     name: &str,
     status: &KuraInstanceStatus,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let body = serde_json::json!({
         "apiVersion": "kura.dev/v1alpha1",
         "kind": "KuraInstance",
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&body),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    Ok(written.metadata.resource_version)
 }

@@ -5,7 +5,7 @@
 //! prove what the chart gives it.
 
 mod install;
-mod rbac;
+pub(crate) mod rbac;
 mod render;
 
 use std::io::Write;

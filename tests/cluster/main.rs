@@ -15,5 +15,7 @@ mod founding_incident;
 mod gc_safety;
 mod idle;
 mod operator;
+mod ops;
+mod plane_faults;
 mod recovery;
 mod stall;

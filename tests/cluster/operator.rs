@@ -18,7 +18,22 @@ pub struct Operator {
     pub log_path: PathBuf,
     namespace: String,
     extra_env: Vec<(String, String)>,
-    extra_args: Vec<String>,
+    options: Options,
+    /// `/metrics`, `/healthz` and `/readyz` on 127.0.0.1.
+    pub metrics_port: u16,
+}
+
+/// How to run the operator, beyond the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Extra `run` flags (they come last, so they override the defaults).
+    pub args: Vec<String>,
+    /// `--leader-elect`, the Lease in the test namespace, with this duration.
+    pub lease_duration: Option<Duration>,
+    /// Another kubeconfig than the plane's admin one (impersonation, a gate).
+    pub kubeconfig: Option<PathBuf>,
+    /// Names this operator's files when several run in one namespace.
+    pub replica: Option<String>,
 }
 
 impl Operator {
@@ -37,7 +52,25 @@ impl Operator {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Operator {
-        let dir = std::env::temp_dir().join(format!("kura-op-{namespace}"));
+        let options = Options {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Options::default()
+        };
+        Self::start_with(namespace, config_yaml, env, options)
+    }
+
+    pub fn start_with(
+        namespace: &str,
+        config_yaml: &str,
+        env: &[(&str, &str)],
+        options: Options,
+    ) -> Operator {
+        let replica = options
+            .replica
+            .as_deref()
+            .map(|r| format!("-{r}"))
+            .unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!("kura-op-{namespace}{replica}"));
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, config_yaml).unwrap();
@@ -50,7 +83,8 @@ impl Operator {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            extra_args: args.iter().map(|a| a.to_string()).collect(),
+            options,
+            metrics_port: free_port(),
         };
         op.spawn();
         op
@@ -70,13 +104,25 @@ impl Operator {
                 "--resync",
                 "3s",
                 "--metrics-addr",
-                "127.0.0.1:0",
+                &format!("127.0.0.1:{}", self.metrics_port),
             ])
+            .args(self.options.lease_duration.iter().flat_map(|d| {
+                [
+                    "--leader-elect".to_string(),
+                    format!("--lease-namespace={}", self.namespace),
+                    format!("--lease-duration={}ms", d.as_millis()),
+                ]
+            }))
             .arg("--config")
             .arg(&self.config_path)
             .arg("--kubeconfig")
-            .arg(kubeconfig_path())
-            .args(&self.extra_args)
+            .arg(
+                self.options
+                    .kubeconfig
+                    .clone()
+                    .unwrap_or_else(kubeconfig_path),
+            )
+            .args(&self.options.args)
             .env("KURA_LOG", "info,kura_operator::reconcile=trace")
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
@@ -106,6 +152,47 @@ impl Operator {
             || async { (self.log().matches(needle).count() >= base + n).then_some(()) },
         )
         .await
+    }
+
+    /// SIGTERM: the graceful shutdown a pod gets.
+    pub fn terminate(&self) {
+        let child = self.child.as_ref().expect("running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    }
+
+    /// `GET path` on the metrics address: the status code and body, or None
+    /// when nothing answers (yet).
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics_port))
+            .await
+            .ok()?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        conn.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        conn.read_to_string(&mut response).await.ok()?;
+        let status = response.split(' ').nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n")?.1.to_string();
+        Some((status, body))
+    }
+
+    /// One sample of `/metrics`, e.g. `kura_applies_total{reason="forced"}`;
+    /// an absent series reads as 0 (a labelled counter appears on first use).
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let (status, body) = self.get("/metrics").await?;
+        assert_eq!(status, 200, "{body}");
+        Some(sample(&body, series).unwrap_or(0.0))
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     pub fn kill(&mut self) {
@@ -139,6 +226,22 @@ impl Drop for Operator {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The value of `series` in a Prometheus text exposition.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
+/// A port nothing listens on now (the operator binds it right after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 /// An operator configuration with one region, as the tests vary it.
@@ -180,7 +283,7 @@ pub async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
 pub async fn wait_ready(instances: &Api<KuraInstance>, name: &str) -> KuraInstanceStatus {
     wait_for(
         "the instance to be Ready",
-        Duration::from_secs(90),
+        Duration::from_secs(180),
         || async {
             let s = instances.get(name).await.ok()?.status?;
             (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)

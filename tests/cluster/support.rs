@@ -223,7 +223,8 @@ pub fn audit_log() -> PathBuf {
 }
 
 /// Mutating requests the audit log recorded in `namespace` at or after `since`
-/// (RFC 3339), as `verb resource[/subresource] name` strings, excluding Events.
+/// (RFC 3339), as `verb resource[/subresource] name` strings, excluding Events
+/// and the control plane's own controllers.
 pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
     let since: jiff::Timestamp = since.parse().expect("RFC 3339");
     let text = std::fs::read_to_string(audit_log()).unwrap_or_default();
@@ -231,6 +232,14 @@ pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["objectRef"]["namespace"] == namespace)
         .filter(|e| e["objectRef"]["resource"] != "events")
+        // The control plane's own controllers (e.g. the disruption controller
+        // refreshing a PodDisruptionBudget's status) are not the operator.
+        .filter(|e| {
+            !e["user"]["username"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("system:")
+        })
         .filter(|e| {
             e["requestReceivedTimestamp"]
                 .as_str()
@@ -253,4 +262,111 @@ pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// A control plane of a test's own (other ports, other state), for faults that
+/// would disturb every other test on the shared one: restarts, SIGSTOP.
+pub struct PrivatePlane {
+    pub state: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl PrivatePlane {
+    pub fn up(name: &str, port_offset: u16) -> PrivatePlane {
+        let state = std::env::temp_dir().join(format!("kura-plane-{name}-{}", std::process::id()));
+        let env = vec![
+            ("KURA_CP_STATE", state.display().to_string()),
+            ("KURA_ETCD_PORT", (24790 + port_offset).to_string()),
+            ("KURA_ETCD_PEER_PORT", (24900 + port_offset).to_string()),
+            ("KURA_API_PORT", (17443 + port_offset).to_string()),
+            ("KURA_KCM_PORT", (21257 + port_offset).to_string()),
+        ];
+        let plane = PrivatePlane { state, env };
+        plane.script("up");
+        let status = std::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(plane.kubeconfig())
+            .args(["apply", "--server-side", "-f"])
+            .arg(repo().join("crds"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        plane
+    }
+
+    fn script(&self, verb: &str) {
+        let out = std::process::Command::new(repo().join("scripts/control-plane.sh"))
+            .arg(verb)
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .expect("control-plane.sh");
+        assert!(
+            out.status.success(),
+            "control-plane.sh {verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.state.join("kubeconfig")
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        let kc = Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    fn pid(&self, component: &str) -> String {
+        std::fs::read_to_string(self.state.join(format!("{component}.pid")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn signal(&self, component: &str, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([signal, &self.pid(component)])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGKILL a component, then `up` starts it again (and waits until it serves).
+    pub fn crash_and_restart(&self, component: &str) {
+        self.signal(component, "-KILL");
+        let stat = format!("/proc/{}/stat", self.pid(component));
+        let dead =
+            || std::fs::read_to_string(&stat).map_or(true, |s| s.split(' ').nth(2) == Some("Z"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !dead() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{component} did not die"
+            );
+            std::thread::yield_now();
+        }
+        self.script("up");
+    }
+
+    pub fn pause(&self, component: &str) {
+        self.signal(component, "-STOP");
+    }
+
+    pub fn resume(&self, component: &str) {
+        self.signal(component, "-CONT");
+    }
+}
+
+impl Drop for PrivatePlane {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(repo().join("scripts/control-plane.sh"))
+            .arg("down")
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
 }

@@ -94,9 +94,9 @@ async fn allowed(client: &Client, a: &Access) -> bool {
         .allowed
 }
 
-/// Applies the rendered ServiceAccount and RBAC of release `ns.name` in `ns`,
-/// and checks `can` and `cannot` as that ServiceAccount.
-async fn check_rbac(ns: &TestNamespace, values: &str, can: &[Access], cannot: &[Access]) {
+/// Applies the rendered ServiceAccount and RBAC of release `ns.name` in `ns`;
+/// returns the ServiceAccount's name.
+pub(crate) fn apply_chart_rbac(ns: &TestNamespace, values: &str) -> String {
     let rendered = template_text(
         &ns.name,
         &ns.name,
@@ -111,8 +111,12 @@ async fn check_rbac(ns: &TestNamespace, values: &str, can: &[Access], cannot: &[
     );
     let out = kubectl_run(&["apply", "-f", "-"], Some(&rendered));
     assert!(out.ok, "applying the chart's RBAC: {}", out.stderr);
+    format!("{}-kura-operator", ns.name)
+}
 
-    let sa = format!("{}-kura-operator", ns.name);
+/// Applies the chart's RBAC (see [`apply_chart_rbac`]) and checks `can` and `cannot` as that ServiceAccount.
+async fn check_rbac(ns: &TestNamespace, values: &str, can: &[Access], cannot: &[Access]) {
+    let sa = apply_chart_rbac(ns, values);
     let client = client_as_service_account(&ns.name, &sa).await;
     // Bindings reach the authorizer's cache asynchronously: wait until every
     // grant holds, and only then trust a denial.

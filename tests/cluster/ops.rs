@@ -1,0 +1,78 @@
+//! Running the operator: probes and metrics, leader election, the chart's RBAC
+//! as the operator really uses it, a `helm upgrade` of the configuration, and
+//! start-up against a cluster without the CRDs. Each test runs the real binary
+//! against the real control plane.
+
+mod leader;
+mod logs;
+mod metrics;
+mod probes;
+mod rbac;
+mod startup;
+mod upgrade;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::*;
+
+/// The plane's admin kubeconfig as YAML, to derive variants from.
+fn admin_kubeconfig() -> serde_yaml::Value {
+    let text = std::fs::read_to_string(kubeconfig_path()).expect("read kubeconfig");
+    serde_yaml::from_str(&text).expect("kubeconfig is YAML")
+}
+
+/// Writes `kubeconfig` to `dir/name` and returns its path.
+fn write_kubeconfig(dir: &Path, name: &str, kubeconfig: &serde_yaml::Value) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, serde_yaml::to_string(kubeconfig).unwrap()).unwrap();
+    path
+}
+
+/// A kubeconfig acting as `system:serviceaccount:NS:SA` (the kubeconfig `as:`
+/// field: the admin user impersonates it), as the operator's pod would be.
+pub fn impersonating_kubeconfig(dir: &Path, namespace: &str, sa: &str) -> PathBuf {
+    let mut kc = admin_kubeconfig();
+    kc["users"][0]["user"]["as"] = format!("system:serviceaccount:{namespace}:{sa}").into();
+    write_kubeconfig(dir, "kubeconfig-as-sa", &kc)
+}
+
+/// The apiserver's address, from the kubeconfig.
+fn apiserver_addr() -> String {
+    let kc = admin_kubeconfig();
+    let server = kc["clusters"][0]["cluster"]["server"].as_str().unwrap();
+    server.trim_start_matches("https://").to_string()
+}
+
+/// A kubeconfig for `server` instead of the plane's (same CA and token: the
+/// certificate names 127.0.0.1 and is valid on any port).
+fn kubeconfig_for(dir: &Path, server: &str) -> PathBuf {
+    let mut kc = admin_kubeconfig();
+    kc["clusters"][0]["cluster"]["server"] = server.into();
+    write_kubeconfig(dir, "kubeconfig-via", &kc)
+}
+
+pub fn scratch_dir(ns: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("kura-ops-{ns}"))
+}
+
+/// Waits for an instance's applied revision to equal its desired one and to
+/// differ from `not`; returns the status.
+pub async fn wait_applied(
+    instances: &kube::Api<kura_operator::api::KuraInstance>,
+    name: &str,
+    not: Option<&str>,
+    timeout: Duration,
+) -> kura_operator::api::KuraInstanceStatus {
+    wait_for(
+        &format!("{name} to be applied (revision other than {not:?})"),
+        timeout,
+        || async {
+            let s = instances.get(name).await.ok()?.status?;
+            let applied = s.applied_revision.as_deref()?;
+            (s.desired_revision.as_deref() == Some(applied) && Some(applied) != not).then_some(s)
+        },
+    )
+    .await
+}

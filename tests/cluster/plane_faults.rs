@@ -1,0 +1,188 @@
+//! Control-plane faults on a control plane of the test's own: kube-apiserver
+//! killed and restarted during a rollout of 50 instances, etcd killed and
+//! restarted, and the apiserver paused (SIGSTOP) for longer than the operator's
+//! watch timeout. The fleet converges after each, nothing is orphaned,
+//! duplicated or lost, and the operator never exits.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim};
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::operator::{Operator, Options, config, instance};
+use crate::support::*;
+use kura_operator::api::{KuraInstance, Phase};
+
+const FLEET: usize = 50;
+const T: Duration = Duration::from_secs(180);
+
+async fn ready_on(instances: &Api<KuraInstance>, revision_differs_from: Option<&str>) -> usize {
+    let Ok(list) = instances.list(&ListParams::default()).await else {
+        return 0;
+    };
+    list.items
+        .iter()
+        .filter(|i| {
+            i.status.as_ref().is_some_and(|s| {
+                s.phase == Some(Phase::Ready)
+                    && s.applied_revision == s.desired_revision
+                    && revision_differs_from
+                        .is_none_or(|old| s.applied_revision.as_deref() != Some(old))
+            })
+        })
+        .count()
+}
+
+// Known failure, kept runnable (`cargo test --test cluster plane_faults -- --ignored`)
+// so the next session starts from a reproduction: after a kube-apiserver restart
+// the instance controller stopped reconciling for minutes (observed 5m43s) while
+// the gateway controller's watches cycled normally; see the session note.
+#[ignore = "known: instance controller stalls after a kube-apiserver restart"]
+#[tokio::test]
+async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
+    let plane = PrivatePlane::up("faults", 1);
+    let client = plane.client().await;
+    let ns = "faults";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    // The shared class, served by this plane's own kura-sim.
+    Api::<IngressClass>::all(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(json!({
+            "metadata": {"name": format!("shared-{ns}")}, "spec": {"controller": "kura.dev/sim-ingress"}})).unwrap())
+        .await
+        .unwrap();
+    let options = Options {
+        args: vec!["--watch-timeout".into(), "10s".into()],
+        kubeconfig: Some(plane.kubeconfig()),
+        ..Options::default()
+    };
+    let debug_logs = [("KURA_LOG", "info,kura_operator=debug,kube_runtime=debug")];
+    let mut op = Operator::start_with(
+        ns,
+        &config(ns, "host", "example.com/none"),
+        &debug_logs,
+        options,
+    );
+    let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
+    for i in 0..FLEET {
+        apply_json(
+            &instances,
+            "test",
+            instance(&format!("i{i:02}"), "registry.example/kura:1.0.0"),
+        )
+        .await
+        .unwrap();
+    }
+
+    // 1. kube-apiserver killed mid-rollout.
+    wait_for("the rollout to be under way", T, || async {
+        (ready_on(&instances, None).await >= 5).then_some(())
+    })
+    .await;
+    let mid = ready_on(&instances, None).await;
+    plane.crash_and_restart("kube-apiserver");
+    let t = Instant::now();
+    wait_for(
+        "the fleet to converge after the apiserver restart",
+        T,
+        || async { (ready_on(&instances, None).await == FLEET).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "apiserver killed with {mid}/{FLEET} ready; converged {:?} after it was back",
+        t.elapsed()
+    );
+    assert!(mid < FLEET, "the kill must land mid-rollout");
+    assert!(op.alive(), "the operator survives an apiserver restart");
+
+    // 2. etcd killed and restarted, then a fleet-wide change.
+    let before = instances
+        .get("i00")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .applied_revision
+        .unwrap();
+    plane.crash_and_restart("etcd");
+    op.set_config(&config(ns, "host", "example.com/none").replace("kura.test", "kura.example"));
+    let t = Instant::now();
+    wait_for(
+        "the fleet to re-apply after the etcd restart",
+        T,
+        || async { (ready_on(&instances, Some(&before)).await == FLEET).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "etcd restarted; fleet-wide change converged in {:?}",
+        t.elapsed()
+    );
+    assert!(op.alive(), "the operator survives an etcd restart");
+
+    // 3. The apiserver paused for longer than the operator's 10 s watch timeout.
+    plane.pause("kube-apiserver");
+    let paused = Instant::now();
+    while paused.elapsed() < Duration::from_secs(15) {
+        assert!(
+            op.alive(),
+            "the operator must not exit while the apiserver is paused"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await; // the fault's duration, not synchronisation
+    }
+    plane.resume("kube-apiserver");
+    let force = json!({"metadata": {"annotations": {"kura.dev/reapply-at": "after-pause"}}});
+    wait_for("the apiserver to answer again", T, || async {
+        instances
+            .patch("i07", &PatchParams::default(), &Patch::Merge(&force))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let t = Instant::now();
+    wait_for(
+        "the operator's watches to recover and act on a change",
+        T,
+        || async {
+            let s = instances.get("i07").await.ok()?.status?;
+            (s.last_handled_reapply_at.as_deref() == Some("after-pause")).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "apiserver paused 15 s; a change after it was handled {:?} later",
+        t.elapsed()
+    );
+    assert!(op.alive());
+
+    // Nothing orphaned, duplicated or lost.
+    let managed = ListParams::default().labels("app.kubernetes.io/managed-by=kura-operator");
+    let sts = Api::<StatefulSet>::namespaced(client.clone(), ns)
+        .list(&managed)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(sts.len(), FLEET);
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .list(&managed)
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(cms.len(), FLEET);
+    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(pvcs.len(), FLEET, "no volume lost");
+    assert_eq!(ready_on(&instances, Some(&before)).await, FLEET);
+    op.kill();
+}
