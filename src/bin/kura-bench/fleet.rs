@@ -115,7 +115,7 @@ impl Watched {
         store.wait_until_ready().await?;
         let ns = self.namespace.clone();
         self.exists.insert(
-            leak_kind(K::kind(&()).as_ref()),
+            static_kind(K::kind(&()).as_ref()),
             Box::new(move |name| store.get(&ObjectRef::new(name).within(&ns)).is_some()),
         );
         Ok(())
@@ -190,9 +190,9 @@ impl Watched {
     }
 }
 
-/// The kinds are a handful of `'static` names from k8s-openapi; this only gives
-/// their `Cow` a `'static` key.
-fn leak_kind(kind: &str) -> &'static str {
+/// `Resource::kind` is a `Cow`; the map is keyed by the few kind names the bench
+/// watches, as `'static` strings.
+fn static_kind(kind: &str) -> &'static str {
     [
         "ServiceAccount",
         "ConfigMap",

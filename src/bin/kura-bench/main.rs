@@ -125,7 +125,12 @@ fn main() -> std::process::ExitCode {
 
 async fn run(args: Args) -> BenchResult<()> {
     let bench = cluster::Bench::setup(&args).await?;
-    let outcome = phases(&args, &bench).await;
+    // Ctrl-C drops the phases (which kills the operator) and still cleans up:
+    // the cluster is shared.
+    let outcome = tokio::select! {
+        r = phases(&args, &bench) => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+    };
     bench.cleanup().await;
     let report = outcome?;
     report::write(&args, &report)?;
