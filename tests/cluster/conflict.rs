@@ -11,24 +11,12 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
-use crate::support::*;
-use kura_operator::api::KuraInstance;
+use crate::operator::ready_instance;
 
 #[tokio::test]
 async fn contested_field_is_taken_back_a_bounded_number_of_times() {
-    let ns = TestNamespace::new("conflict").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
+    let scenario = ready_instance("conflict").await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
     let applies_before = op.log().matches(" taken by rival").count();
 
     // The test plays a rival controller: whenever the StatefulSet does not have
@@ -86,8 +74,5 @@ async fn contested_field_is_taken_back_a_bounded_number_of_times() {
         notes.iter().any(|n| n.contains("rival")),
         "an Event names the other manager: {notes:?}"
     );
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }

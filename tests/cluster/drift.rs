@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{config, ready_instance};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -23,18 +22,8 @@ fn replicas(sts: &StatefulSet) -> Option<i32> {
 
 #[tokio::test]
 async fn drift_is_repaired_and_foreign_fields_survive() {
-    let ns = TestNamespace::new("drift").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
+    let scenario = ready_instance("drift").await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
 
     // A deleted child is recreated.
     let cms: Api<ConfigMap> = ns.api();
@@ -111,7 +100,8 @@ async fn drift_is_repaired_and_foreign_fields_survive() {
         .unwrap()
         .applied_revision;
     let other = format!("other-{}", ns.name);
-    classes
+    scenario
+        .classes
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
@@ -160,10 +150,6 @@ async fn drift_is_repaired_and_foreign_fields_survive() {
             .clone()
     };
     assert_eq!(hash(&after), hash(&before));
-    drop(op);
-    for name in [format!("shared-{}", ns.name), other] {
-        let _ = Api::<IngressClass>::all(ns.client.clone())
-            .delete(&name, &Default::default())
-            .await;
-    }
+    let _ = scenario.classes.delete(&other, &Default::default()).await;
+    scenario.finish().await;
 }

@@ -291,3 +291,42 @@ pub async fn wait_ready(instances: &Api<KuraInstance>, name: &str) -> KuraInstan
     )
     .await
 }
+
+/// The common start of a scenario: a namespace of its own with the region's
+/// shared class, an operator on a host-network region, and instance `acme`
+/// Ready. Fields drop in order: the operator stops before the namespace goes.
+pub struct ReadyInstance {
+    pub op: Operator,
+    pub instances: Api<KuraInstance>,
+    pub classes: Api<IngressClass>,
+    pub ns: TestNamespace,
+}
+
+pub async fn ready_instance(prefix: &str) -> ReadyInstance {
+    let ns = TestNamespace::new(prefix).await;
+    let classes = shared_class(&ns).await;
+    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    crate::support::apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    wait_ready(&instances, "acme").await;
+    ReadyInstance {
+        op,
+        instances,
+        classes,
+        ns,
+    }
+}
+
+impl ReadyInstance {
+    /// Delete the cluster-scoped shared class (the namespace goes on drop).
+    pub async fn finish(self) {
+        let class = format!("shared-{}", self.ns.name);
+        let _ = self.classes.delete(&class, &Default::default()).await;
+    }
+}

@@ -8,24 +8,14 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{Operator, config, instance, ready_instance, shared_class, wait_ready};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, Phase};
 
 #[tokio::test]
 async fn force_annotation_reapplies_and_is_acknowledged() {
-    let ns = TestNamespace::new("force").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
+    let scenario = ready_instance("force").await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
     let applies_before = op.log().matches("outcome=\"applied\"").count();
 
     let patch =
@@ -62,9 +52,7 @@ async fn force_annotation_reapplies_and_is_acknowledged() {
         },
     )
     .await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }
 
 #[tokio::test]
