@@ -83,11 +83,8 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             gateway_name: g.gateway_name.clone(),
         });
     }
-    let c = |t: &str, st: ConditionStatus, reason: &str, msg: String| {
-        let mut c = Condition::new(t, st, reason, msg);
-        c.observed_generation = i.observed.generation;
-        c
-    };
+    let c =
+        |t: &str, st: ConditionStatus, reason: &str, msg: String| condition(t, st, reason, msg, i);
     use ConditionStatus::{False, True};
     let mut fresh = Vec::new();
     match i.outcome {
@@ -197,7 +194,7 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             c.window_start
         );
         fresh.retain(|f| f.type_ != FIELD_CONFLICT);
-        fresh.push(c_(
+        fresh.push(condition(
             FIELD_CONFLICT,
             ConditionStatus::True,
             "ContestedFields",
@@ -211,7 +208,14 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
     s
 }
 
-fn c_(t: &str, st: ConditionStatus, reason: &str, msg: String, i: &StatusInputs) -> Condition {
+/// A condition stamped with the generation it was computed for.
+fn condition(
+    t: &str,
+    st: ConditionStatus,
+    reason: &str,
+    msg: String,
+    i: &StatusInputs,
+) -> Condition {
     let mut c = Condition::new(t, st, reason, msg);
     c.observed_generation = i.observed.generation;
     c
