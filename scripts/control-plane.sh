@@ -105,9 +105,11 @@ AP
 
 token_of() { grep ",$1," "$state/pki/tokens.csv" | cut -d, -f1; }
 
+# Written aside and renamed into place: tests and operators read the kubeconfig
+# while another `up` may be rewriting it, and must never see it half written.
 write_kubeconfig() {
   local user=$1 out=$2
-  cat > "$out" <<KC
+  cat > "$out.tmp.$$" <<KC
 apiVersion: v1
 kind: Config
 clusters:
@@ -124,7 +126,8 @@ contexts:
   context: {cluster: kura-local, user: $user}
 current-context: kura-local
 KC
-  chmod 600 "$out"
+  chmod 600 "$out.tmp.$$"
+  mv -f "$out.tmp.$$" "$out"
 }
 
 # Alive, and not a zombie waiting for a reaper (a crashed component's parent is gone).

@@ -13,6 +13,7 @@ use crate::config::OperatorConfig;
 use crate::leader::LeaderState;
 use crate::metrics::Metrics;
 use crate::reconcile::plan::RetryPolicy;
+use crate::reconcile::status::MESSAGE_REFRESH;
 use crate::reconcile::stores::Stores;
 
 pub struct Context {
@@ -31,6 +32,9 @@ pub struct Context {
     pub written: std::sync::Mutex<std::collections::HashMap<String, (String, KuraInstanceStatus)>>,
     /// Consecutive transient failures per instance uid, for the error policy's backoff.
     pub transient: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// When this process last wrote each instance's status (by uid), so that a
+    /// progress message alone is not written on every pass (`status::worth_writing`).
+    pub status_written_at: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 impl Context {
@@ -82,13 +86,29 @@ impl Context {
         }
     }
 
+    pub fn since_status_written(&self, instance: &KuraInstance) -> Option<Duration> {
+        let uid = instance.metadata.uid.as_deref()?;
+        let at = *self.status_written_at.lock().unwrap().get(uid)?;
+        Some(at.elapsed())
+    }
+
     pub fn remember_status(
         &self,
         instance: &KuraInstance,
         rv_after: Option<String>,
         status: &KuraInstanceStatus,
     ) {
-        if let (Some(uid), Some(rv)) = (&instance.metadata.uid, rv_after) {
+        let Some(uid) = &instance.metadata.uid else {
+            return;
+        };
+        {
+            // Only writes younger than the refresh interval matter; older ones
+            // (and deleted instances') are dropped here.
+            let mut at = self.status_written_at.lock().unwrap();
+            at.retain(|_, t| t.elapsed() < MESSAGE_REFRESH);
+            at.insert(uid.clone(), std::time::Instant::now());
+        }
+        if let Some(rv) = rv_after {
             self.written
                 .lock()
                 .unwrap()

@@ -58,9 +58,24 @@ impl Scope {
     }
 }
 
-type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
+/// A reflector's stream of touched objects; its errors never reach a controller.
+pub type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
 
-fn reflect<K>(api: Api<K>, wc: watcher::Config) -> (Store<K>, Shared<K>)
+pub fn reflect<K>(api: Api<K>, wc: watcher::Config) -> (Store<K>, Shared<K>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    reflect_trimmed(api, wc, compact_managed_fields)
+}
+
+/// [`reflect`], keeping in the cache only what `trim` leaves of each object.
+fn reflect_trimmed<K>(api: Api<K>, wc: watcher::Config, trim: fn(&mut K)) -> (Store<K>, Shared<K>)
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -78,9 +93,15 @@ where
         Ok(watcher::Event::InitDone) => tracing::debug!(%kind, "watch listed"),
         Ok(_) => {}
     });
-    let events = watch.default_backoff().modify(compact_managed_fields);
+    let events = watch.default_backoff().modify(trim);
+    // Errors end here: logged above and backed off for this watch alone. A
+    // controller puts one backoff on all its trigger streams together, so an
+    // error passed on (a 410 after an apiserver restart) would stop every watch
+    // for up to 30 s, during which the others expire and fail in turn: the
+    // instance controller went minutes without reconciling (tests/cluster/plane_faults.rs).
     let stream = reflector::reflector(writer, events)
         .touched_objects()
+        .filter(|event| std::future::ready(event.is_ok()))
         .boxed();
     (reader, stream)
 }
@@ -120,6 +141,42 @@ fn compact_managed_fields<K: Resource>(object: &mut K) {
     meta.managed_fields = Some(compact);
 }
 
+/// A cached StatefulSet keeps what `observe` and `probe` read: its metadata
+/// (compacted), the replica count, the containers' names and images, and the
+/// status. The rest of the pod template and the volume claim templates were
+/// most of the operator's memory at scale (docs/benchmarks.md, scale).
+fn compact_stateful_set(sts: &mut StatefulSet) {
+    compact_managed_fields(sts);
+    if let Some(spec) = sts.spec.as_mut() {
+        let containers = spec
+            .template
+            .spec
+            .take()
+            .map(|pod| {
+                pod.containers
+                    .into_iter()
+                    .map(|c| k8s_openapi::api::core::v1::Container {
+                        name: c.name,
+                        image: c.image,
+                        ..Default::default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        *spec = k8s_openapi::api::apps::v1::StatefulSetSpec {
+            replicas: spec.replicas,
+            template: k8s_openapi::api::core::v1::PodTemplateSpec {
+                metadata: None,
+                spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                    containers,
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        };
+    }
+}
+
 /// The instance watch passes generation and annotation changes only: a status
 /// write must not trigger a reconcile, and a generation-only filter would drop
 /// the force annotation.
@@ -148,7 +205,11 @@ pub struct Streams {
 pub fn streams(scope: &Scope) -> Streams {
     let (instances_store, instances) = reflect(scope.api::<KuraInstance>(), scope.watch_config());
     let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
-    let (sts_store, stateful_sets) = reflect(scope.api::<StatefulSet>(), scope.managed());
+    let (sts_store, stateful_sets) = reflect_trimmed(
+        scope.api::<StatefulSet>(),
+        scope.managed(),
+        compact_stateful_set,
+    );
     let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), scope.managed());
     let (class_store, ingress_classes) = reflect(
         Api::<IngressClass>::all(scope.client.clone()),
@@ -203,14 +264,17 @@ pub fn streams(scope: &Scope) -> Streams {
 /// Error policy: the errors that reach here are transient (throttling, a server
 /// error, a failed prune or status write); apply failures of the input itself are
 /// recorded in status and retried by `plan`. Backoff is exponential per instance
-/// and resets on the next successful reconcile.
+/// (`RetryPolicy::transient_backoff`: 0.5 s doubling to 60 s, jittered) and
+/// resets on the next successful reconcile.
 fn error_policy(
     instance: Arc<KuraInstance>,
     error: &reconcile::Error,
     ctx: Arc<Context>,
 ) -> Action {
     let failures = ctx.transient_failure(&instance);
-    let delay = ctx.policy.backoff(failures as i64);
+    let delay = ctx
+        .policy
+        .transient_backoff(failures, jitter(&instance, failures));
     tracing::warn!(
         namespace = ?instance.metadata.namespace,
         instance = ?instance.metadata.name,
@@ -220,6 +284,18 @@ fn error_policy(
     );
     ctx.metrics.record_error(error.label());
     Action::requeue(delay)
+}
+
+/// A number in 0..1, different per instance and attempt (and per process: the
+/// hasher's keys are random), to spread retries.
+fn jitter(instance: &KuraInstance, failures: u32) -> f64 {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let h = KEYS
+        .get_or_init(Default::default)
+        .hash_one((&instance.metadata.uid, failures));
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A standby reconciles nothing (it is reconciled in full when it starts
@@ -343,6 +419,34 @@ mod tests {
             "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
             "fieldsV1": {"f:spec": {format!("f:{field}"): {}}},
         })
+    }
+
+    /// A trimmed StatefulSet still answers what observe and probe ask of it.
+    #[test]
+    fn trimmed_stateful_sets_keep_replicas_images_and_status() {
+        let mut sts: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "a", "generation": 3},
+            "spec": {
+                "replicas": 3, "serviceName": "a", "selector": {"matchLabels": {"app": "a"}},
+                "template": {"metadata": {"labels": {"app": "a"}}, "spec": {
+                    "containers": [{"name": "kura", "image": "k:1", "env": [{"name": "X", "value": "1"}]}],
+                    "volumes": [{"name": "v", "emptyDir": {}}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "cache"}}],
+            },
+            "status": {"replicas": 3, "availableReplicas": 2, "updatedReplicas": 3, "observedGeneration": 3},
+        }))
+        .unwrap();
+        let status = sts.status.clone();
+        super::compact_stateful_set(&mut sts);
+        let spec = sts.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(3));
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.containers[0].name, "kura");
+        assert_eq!(pod.containers[0].image.as_deref(), Some("k:1"));
+        assert!(pod.containers[0].env.is_none() && pod.volumes.is_none());
+        assert!(spec.volume_claim_templates.is_none());
+        assert_eq!(sts.status, status);
+        assert_eq!(sts.metadata.generation, Some(3));
     }
 
     /// Compacting keeps exactly what drift and conflict detection read.

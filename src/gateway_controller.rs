@@ -10,7 +10,6 @@ use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
-use kube::runtime::watcher;
 
 use crate::api::conditions::{self, READY};
 use crate::api::{Condition, ConditionStatus, KuraGateway, KuraGatewayStatus, KuraInstance};
@@ -145,18 +144,18 @@ fn error_policy(gw: Arc<KuraGateway>, error: &GatewayError, _ctx: Arc<Context>) 
 
 pub fn gateway_controller(
     scope: &Scope,
-    deployments: futures::stream::BoxStream<
-        'static,
-        Result<
-            kube::core::PartialObjectMeta<k8s_openapi::api::apps::v1::Deployment>,
-            watcher::Error,
-        >,
+    deployments: crate::controller::Shared<
+        kube::core::PartialObjectMeta<k8s_openapi::api::apps::v1::Deployment>,
     >,
     ctx: Arc<Context>,
     leading: impl futures::Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    Controller::new(scope.api::<KuraGateway>(), scope.watch_config())
+    // Its own gateway watch (the instance controller consumes the other), with
+    // errors handled per watch as in every `reflect`.
+    let (store, gateways) =
+        crate::controller::reflect(scope.api::<KuraGateway>(), scope.watch_config());
+    Controller::for_stream(gateways, store)
         .owns_stream(deployments)
         .reconcile_all_on(leading)
         .graceful_shutdown_on(shutdown)

@@ -185,6 +185,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         faults: Faults::from_env(),
         written: Default::default(),
         transient: Default::default(),
+        status_written_at: Default::default(),
     });
 
     let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());

@@ -118,18 +118,21 @@ pub fn events_for(
     out
 }
 
-pub async fn publish(
-    ctx: &Context,
-    instance: &KuraInstance,
-    prev: &KuraInstanceStatus,
-    new: &KuraInstanceStatus,
-    outcome: &Outcome,
-) {
-    let reference = instance.object_ref(&());
-    for event in events_for(prev, new, outcome) {
-        // An Event that cannot be written must not fail the reconcile.
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            tracing::warn!(namespace = ?instance.metadata.namespace, instance = ?instance.metadata.name, error = %e, reason = %event.reason, "could not publish event");
-        }
+/// Publish `events` without holding up the reconcile: an Event is a write of
+/// its own, and awaiting it put a round trip (or a throttled retry) between an
+/// apply and the status that records it. One that cannot be written is logged
+/// and never fails the reconcile.
+pub fn publish(ctx: &Context, instance: &KuraInstance, events: Vec<Event>) {
+    if events.is_empty() {
+        return;
     }
+    let recorder = ctx.recorder.clone();
+    let reference = instance.object_ref(&());
+    tokio::spawn(async move {
+        for event in events {
+            if let Err(e) = recorder.publish(&event, &reference).await {
+                tracing::warn!(namespace = ?reference.namespace, instance = ?reference.name, error = %e, reason = %event.reason, "could not publish event");
+            }
+        }
+    });
 }

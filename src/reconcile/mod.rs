@@ -151,8 +151,12 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     }
     tracing::debug!(%namespace, instance = %name, outcome = outcome.label(), "reconciled");
     ctx.metrics.record(&outcome, new_status.phase);
-    events::publish(&ctx, &instance, &observed.status, &new_status, &outcome).await;
-    if new_status != observed.status {
+    let events = events::events_for(&observed.status, &new_status, &outcome);
+    if status::worth_writing(
+        &observed.status,
+        &new_status,
+        ctx.since_status_written(&instance),
+    ) {
         let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), &namespace);
         let rv = status::write(&api, &name, &new_status)
             .await
@@ -160,6 +164,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         ctx.remember_status(&instance, rv, &new_status);
         tracing::trace!(%namespace, instance = %name, "status written");
     }
+    events::publish(&ctx, &instance, events);
     ctx.transient_success(&instance);
     let requeue = match activation {
         Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),

@@ -77,7 +77,25 @@ impl RetryPolicy {
             .saturating_mul(2u32.saturating_pow(exp))
             .min(self.max_backoff)
     }
+
+    /// Backoff after `failures` consecutive transient failures (throttling, a
+    /// server error, the apiserver out of reach): these say nothing about the
+    /// input, so they retry sooner than an apply failure, and are spread by
+    /// `jitter` (a number in 0..1) so that a fleet throttled at once does not
+    /// come back at once.
+    pub fn transient_backoff(&self, failures: u32, jitter: f64) -> Duration {
+        let exp = failures.clamp(1, 20) - 1;
+        let full = TRANSIENT_BASE
+            .saturating_mul(2u32.saturating_pow(exp))
+            .min(TRANSIENT_MAX);
+        // Between half and all of it.
+        full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+    }
 }
+
+/// First retry of a transient failure; doubling up to [`TRANSIENT_MAX`].
+pub const TRANSIENT_BASE: Duration = Duration::from_millis(500);
+pub const TRANSIENT_MAX: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ApplyReason {

@@ -297,6 +297,39 @@ fn activation_conditions(
     }
 }
 
+/// A progress message alone (say "0/3 replicas available" becoming "1/3 …")
+/// is refreshed at most this often: at scale such writes were most of the
+/// operator's status patches (docs/benchmarks.md, scale). A change of phase,
+/// of any condition's status or reason, or of anything else is written at once.
+pub const MESSAGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether `new` must be written over `prev`, given how long ago this
+/// operator last wrote this instance's status (`None`: not since it started).
+/// An instance waiting on activation is looked at again within
+/// `ACTIVATION_RECHECK`, so a message held back now is written then.
+pub fn worth_writing(
+    prev: &KuraInstanceStatus,
+    new: &KuraInstanceStatus,
+    since_last_write: Option<std::time::Duration>,
+) -> bool {
+    if new == prev {
+        return false;
+    }
+    let recent = since_last_write.is_some_and(|d| d < MESSAGE_REFRESH);
+    !(recent && only_messages_differ(prev, new))
+}
+
+fn only_messages_differ(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> bool {
+    let without_messages = |s: &KuraInstanceStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.message.clear();
+        }
+        s
+    };
+    without_messages(prev) == without_messages(new)
+}
+
 /// Returns the resourceVersion the instance has after the write.
 pub async fn write(
     api: &Api<KuraInstance>,
@@ -316,4 +349,56 @@ pub async fn write(
         )
         .await?;
     Ok(written.metadata.resource_version)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{MESSAGE_REFRESH, worth_writing};
+    use crate::api::conditions::READY;
+    use crate::api::{Condition, ConditionStatus, KuraInstanceStatus, Phase};
+
+    fn waiting(reason: &str, message: &str) -> KuraInstanceStatus {
+        KuraInstanceStatus {
+            phase: Some(Phase::Activating),
+            conditions: vec![Condition::new(
+                READY,
+                ConditionStatus::False,
+                reason,
+                message,
+            )],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_progress_message_alone_waits_for_the_refresh_interval() {
+        let prev = waiting("WorkloadUnavailable", "0/3 replicas available");
+        let next = waiting("WorkloadUnavailable", "1/3 replicas available");
+        let just_now = Some(Duration::from_secs(1));
+        assert!(!worth_writing(&prev, &next, just_now));
+        assert!(worth_writing(&prev, &next, Some(MESSAGE_REFRESH)));
+        // Not written by this process yet: written.
+        assert!(worth_writing(&prev, &next, None));
+        // Nothing changed: never written.
+        assert!(!worth_writing(&prev, &prev.clone(), None));
+    }
+
+    #[test]
+    fn a_new_reason_status_or_phase_is_written_at_once() {
+        let prev = waiting("WorkloadUnavailable", "0/3 replicas available");
+        let just_now = Some(Duration::from_millis(10));
+        let reason = waiting("IngressNoAddress", "0/3 replicas available");
+        assert!(worth_writing(&prev, &reason, just_now));
+        let mut ready = prev.clone();
+        ready.conditions[0].status = ConditionStatus::True;
+        assert!(worth_writing(&prev, &ready, just_now));
+        let mut phase = prev.clone();
+        phase.phase = Some(Phase::Ready);
+        assert!(worth_writing(&prev, &phase, just_now));
+        let mut revision = prev.clone();
+        revision.applied_revision = Some("abc".into());
+        assert!(worth_writing(&prev, &revision, just_now));
+    }
 }

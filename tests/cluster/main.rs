@@ -19,3 +19,4 @@ mod ops;
 mod plane_faults;
 mod recovery;
 mod stall;
+mod throttling;

@@ -74,6 +74,8 @@ impl Operator {
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, config_yaml).unwrap();
+        // A fresh log per test run (restarts within it append).
+        let _ = std::fs::remove_file(dir.join("operator.log"));
         let mut op = Operator {
             child: None,
             config_path,

@@ -262,3 +262,15 @@ fn stale_inventory_objects_are_pruned_and_kept_ones_are_not() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn transient_backoff_doubles_from_half_a_second_to_a_minute_with_jitter() {
+    let p = RetryPolicy::default();
+    assert_eq!(p.transient_backoff(1, 1.0), Duration::from_millis(500));
+    assert_eq!(p.transient_backoff(1, 0.0), Duration::from_millis(250));
+    assert_eq!(p.transient_backoff(3, 1.0), Duration::from_secs(2));
+    assert_eq!(p.transient_backoff(30, 1.0), Duration::from_secs(60));
+    assert_eq!(p.transient_backoff(30, 0.0), Duration::from_secs(30));
+    // Sooner than an apply failure's backoff, which waits on a fix of the input.
+    assert!(p.transient_backoff(1, 1.0) < p.backoff(1));
+}
