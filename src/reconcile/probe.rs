@@ -8,7 +8,14 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use super::stores::Stores;
+use crate::keys::ANNOTATION_REVISION;
 use crate::render::Desired;
+use crate::render::hash::short;
+
+/// One reason for the whole way from an apply to available pods, so that the
+/// steps of a rollout change only the message (written at most every
+/// `status::MESSAGE_REFRESH`), not the reason (written at once).
+const PROGRESSING: &str = "WorkloadProgressing";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Activation {
@@ -68,19 +75,44 @@ pub fn activation(
         return waiting("WorkloadMissing", "StatefulSet does not exist yet".into());
     };
     let name = sts.metadata.name.clone().unwrap_or_default();
+    // Right after an apply the cache may still hold the previous StatefulSet,
+    // whose fully available old pods say nothing about this revision.
+    let revision = sts
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_REVISION));
+    if revision != Some(&desired.revision) {
+        return waiting(
+            PROGRESSING,
+            format!(
+                "StatefulSet {name}: revision {} is not seen on it yet",
+                short(&desired.revision)
+            ),
+        );
+    }
     let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let status = sts.status.clone().unwrap_or_default();
     if status.observed_generation.unwrap_or(0) < sts.metadata.generation.unwrap_or(0) {
         return waiting(
-            "WorkloadProgressing",
+            PROGRESSING,
             format!("StatefulSet {name}: the controller has not observed the latest spec yet"),
         );
     }
     let updated = status.updated_replicas.unwrap_or(0);
     let available = status.available_replicas.unwrap_or(0);
     if updated < want || available < want {
+        // The StatefulSet controller moves currentRevision to updateRevision once
+        // every pod is updated and ready: until then it is a rollout under way,
+        // after that (or with nothing to roll) the pods are simply not available.
+        let rolling =
+            status.current_revision.is_some() && status.current_revision != status.update_revision;
         return waiting(
-            "WorkloadUnavailable",
+            if rolling {
+                PROGRESSING
+            } else {
+                "WorkloadUnavailable"
+            },
             format!(
                 "StatefulSet {name}: {available}/{want} replicas available, {updated}/{want} updated to image {}",
                 desired.image
@@ -119,5 +151,93 @@ pub fn activation(
     }
     Activation::Active {
         endpoint: endpoint.unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use serde_json::json;
+
+    use super::{Activation, activation};
+    use crate::render::Desired;
+
+    fn desired(revision: &str) -> Desired {
+        let sts = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "a", "namespace": "ns"},
+        });
+        let mut d = Desired::from_objects(vec![sts], "pod".into(), "k:2".into());
+        d.revision = revision.into();
+        d
+    }
+
+    fn sts(revision: &str, generation: i64, status: serde_json::Value) -> StatefulSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "a", "generation": generation,
+                         "annotations": {"kura.dev/revision": revision}},
+            "spec": {"replicas": 1, "selector": {}, "serviceName": "a", "template": {}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn reason(a: Activation) -> &'static str {
+        match a {
+            Activation::Waiting { reason, .. } => reason,
+            Activation::Active { .. } => "Active",
+        }
+    }
+
+    #[test]
+    fn a_cached_statefulset_of_the_previous_revision_is_not_active() {
+        let old = sts(
+            "r1",
+            1,
+            json!({"replicas": 1, "observedGeneration": 1,
+            "updatedReplicas": 1, "availableReplicas": 1,
+            "currentRevision": "a-1", "updateRevision": "a-1"}),
+        );
+        assert_eq!(
+            reason(activation(&desired("r1"), Some(&old), &[])),
+            "Active"
+        );
+        assert_eq!(
+            reason(activation(&desired("r2"), Some(&old), &[])),
+            "WorkloadProgressing"
+        );
+    }
+
+    #[test]
+    fn a_rollout_progresses_and_pods_that_stay_down_are_unavailable() {
+        let d = desired("r2");
+        let unobserved = sts("r2", 2, json!({"observedGeneration": 1}));
+        let rolling = sts(
+            "r2",
+            2,
+            json!({"replicas": 1, "observedGeneration": 2,
+            "updatedReplicas": 1, "availableReplicas": 0,
+            "currentRevision": "a-1", "updateRevision": "a-2"}),
+        );
+        let down = sts(
+            "r2",
+            2,
+            json!({"replicas": 1, "observedGeneration": 2,
+            "updatedReplicas": 1, "availableReplicas": 0,
+            "currentRevision": "a-2", "updateRevision": "a-2"}),
+        );
+        assert_eq!(
+            reason(activation(&d, Some(&unobserved), &[])),
+            "WorkloadProgressing"
+        );
+        assert_eq!(
+            reason(activation(&d, Some(&rolling), &[])),
+            "WorkloadProgressing"
+        );
+        assert_eq!(
+            reason(activation(&d, Some(&down), &[])),
+            "WorkloadUnavailable"
+        );
+        assert_eq!(reason(activation(&d, None, &[])), "WorkloadMissing");
     }
 }
