@@ -162,7 +162,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
             .await
             .map_err(Error::Status)?;
         ctx.remember_status(&instance, rv, &new_status);
-        tracing::trace!(%namespace, instance = %name, "status written");
+        tracing::debug!(%namespace, instance = %name, changed = ?status::changes(&observed.status, &new_status), "status written");
     }
     events::publish(&ctx, &instance, events);
     ctx.transient_success(&instance);

@@ -319,6 +319,31 @@ pub fn worth_writing(
     !(recent && only_messages_differ(prev, new))
 }
 
+/// What a status write changes, for the debug log: the top-level fields, and
+/// conditions by type, e.g. `["appliedRevision", "Ready"]`.
+pub fn changes(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> Vec<String> {
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
+        (serde_json::to_value(prev), serde_json::to_value(new))
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| *k != "conditions" && a.get(*k) != b.get(*k))
+        .cloned()
+        .collect();
+    out.dedup();
+    for c in &new.conditions {
+        if conditions::find(&prev.conditions, &c.type_) != Some(c) {
+            out.push(c.type_.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn only_messages_differ(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> bool {
     let without_messages = |s: &KuraInstanceStatus| {
         let mut s = s.clone();
