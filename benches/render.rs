@@ -10,6 +10,10 @@ use kura_operator::config::OperatorConfig;
 use kura_operator::render::render;
 use kura_operator::validate::validate;
 
+/// The operator's allocator (src/main.rs), so that the figures are the operator's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// globex-eu: the richest example (dedicated gateway, an alias, own resources),
 /// with a uid as the operator sees it, so owner references are rendered too.
 fn example() -> (KuraInstance, OperatorConfig) {

@@ -7,6 +7,12 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
+/// mimalloc instead of glibc's malloc: rendering builds and frees hundreds of small
+/// JSON nodes per instance on every reconcile, and mimalloc's thread-local free
+/// lists make that several times cheaper (docs/benchmarks.md, "The pure core").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "kura-operator",

@@ -13,8 +13,9 @@
 //! Any change in rendered output therefore changes the revision; nothing else does.
 
 use std::cell::RefCell;
+use std::sync::LazyLock;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::ObjectId;
@@ -50,9 +51,7 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             out.push(b'{');
-            // serde_json's map is sorted; checking keeps the form canonical should
-            // a dependency turn on `preserve_order`, without sorting every time.
-            if map.keys().is_sorted_by(|a, b| a.as_bytes() <= b.as_bytes()) {
+            if maps_iterate_sorted() {
                 write_entries(map.iter(), out);
             } else {
                 let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -71,7 +70,11 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        scalar => serde_json::to_writer(out, scalar).expect(INFALLIBLE),
+        Value::String(s) => write_str(s, out),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => serde_json::to_writer(out, n).expect(INFALLIBLE),
     }
 }
 
@@ -80,10 +83,71 @@ fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out
         if i > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, k).expect(INFALLIBLE);
+        write_str(k, out);
         out.push(b':');
         write_canonical(v, out);
     }
+}
+
+/// Whether serde_json's maps iterate in byte order of their keys. They do (a
+/// `BTreeMap` of `String`s) unless a dependency turns on `preserve_order`; as that
+/// is a property of the type, not of a map, it is checked once instead of per map.
+fn maps_iterate_sorted() -> bool {
+    static SORTED: LazyLock<bool> = LazyLock::new(|| {
+        let map: Map<String, Value> = ["b", "a"]
+            .into_iter()
+            .map(|k| (k.to_string(), Value::Null))
+            .collect();
+        map.keys().is_sorted_by(|a, b| a.as_bytes() <= b.as_bytes())
+    });
+    *SORTED
+}
+
+/// A string exactly as serde_json writes it. Nearly every string of a manifest (keys,
+/// names, labels) needs no escape and is copied as it is, which is much cheaper than
+/// serde_json's byte-by-byte escaper; the few others (an embedded JSON document) go
+/// through serde_json itself, so that the escapes stay serde_json's.
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    if needs_escape(s.as_bytes()) {
+        serde_json::to_writer(out, s).expect(INFALLIBLE);
+    } else {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// Whether serde_json escapes any of these bytes: a control character, `"` or `\`.
+/// Eight bytes at a time: most strings here are short, where a byte loop (or the
+/// byte-wise tail of a vectorised one) costs more than the copy itself.
+pub(super) fn needs_escape(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    match n {
+        0..4 => bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\'),
+        // Two overlapping halves cover every byte; a byte seen twice is harmless.
+        4..8 => {
+            let half =
+                |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+            word_needs_escape(u64::from(half(0)) | u64::from(half(n - 4)) << 32)
+        }
+        // Whole words, then the last eight bytes (overlapping the last whole word).
+        _ => (0..n / 8).any(|i| word_needs_escape(word(8 * i))) || word_needs_escape(word(n - 8)),
+    }
+}
+
+/// Whether any byte of `w` is below 0x20, `"` or `\`, with the classic bit tricks:
+/// `(x - 0x01..) & !x & 0x80..` is non-zero exactly when some byte of `x` is zero,
+/// and with `0x20..` instead of `0x01..`, when some byte is below 0x20.
+fn word_needs_escape(w: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH_BITS: u64 = ONES * 0x80;
+    let below = |x: u64, bound: u8| x.wrapping_sub(ONES * u64::from(bound)) & !x;
+    let control = below(w, 0x20);
+    let quote = below(w ^ (ONES * u64::from(b'"')), 1);
+    let backslash = below(w ^ (ONES * u64::from(b'\\')), 1);
+    (control | quote | backslash) & HIGH_BITS != 0
 }
 
 fn hex(digest: &[u8]) -> String {

@@ -83,8 +83,11 @@ impl Desired {
         objects.sort_by(|a, b| a.id.cmp(&b.id));
         let revision = hash::revision(objects.iter().map(|o| (&o.id, o.hash.as_str())));
         for object in &mut objects {
-            let stamp_value = expected_stamp(&object.id, &object.hash, &revision).to_string();
-            stamp(&mut object.body, &stamp_value);
+            // Disjoint fields: the stamp is borrowed, not copied before `stamp` copies it.
+            stamp(
+                &mut object.body,
+                expected_stamp(&object.id, &object.hash, &revision),
+            );
         }
         Desired {
             objects,

@@ -63,6 +63,48 @@ fn canonical_json_sorts_keys_and_drops_whitespace() {
     );
 }
 
+/// The canonical writer copies strings that need no escape itself; whatever it
+/// copies or escapes must read exactly as serde_json writes it.
+#[test]
+fn canonical_strings_are_escaped_exactly_as_serde_json_escapes_them() {
+    let every_ascii_byte: String = (0u8..=0x7f).map(char::from).collect();
+    for s in [
+        "",
+        "plain-name",
+        "x\"y",
+        "back\\slash",
+        "tab\tand\nnewline",
+        "\u{1}\u{1f}\u{7f}",
+        "ünïcödé ✓",
+        &every_ascii_byte,
+    ] {
+        let value = json!({ s: s });
+        let expected = serde_json::to_vec(&value).unwrap();
+        assert_eq!(canonical_json(&value), expected, "{s:?}");
+    }
+}
+
+/// The word-at-a-time escape check against the byte-by-byte rule, for every byte
+/// value at every position of short and longer strings, amid bytes next to the
+/// escaped ones (where the bit tricks could go wrong).
+#[test]
+fn the_escape_check_agrees_with_the_byte_rule() {
+    let rule = |bytes: &[u8]| bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
+    for background in [b'a', b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xff] {
+        for len in 0..=20 {
+            let mut bytes = vec![background; len];
+            assert_eq!(hash::needs_escape(&bytes), rule(&bytes), "{bytes:?}");
+            for at in 0..len {
+                for b in 0..=u8::MAX {
+                    bytes[at] = b;
+                    assert_eq!(hash::needs_escape(&bytes), rule(&bytes), "{bytes:?}");
+                }
+                bytes[at] = background;
+            }
+        }
+    }
+}
+
 #[test]
 fn an_object_hash_is_the_hex_sha256_of_its_canonical_json() {
     let value = json!({ "kind": "ConfigMap", "apiVersion": "v1" });
