@@ -126,7 +126,14 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     let activation = match (&outcome, &desired) {
         (Outcome::Applied { .. } | Outcome::Converged, Some(d)) => {
             let (sts, ingresses) = probe::gather(d, &ctx.stores);
-            Some(probe::activation(d, sts.as_deref(), &ingresses))
+            let rolling_out = matches!(outcome, Outcome::Applied { .. })
+                || observed.status.phase != Some(crate::api::Phase::Ready);
+            Some(probe::activation(
+                d,
+                sts.as_deref(),
+                &ingresses,
+                rolling_out,
+            ))
         }
         _ => None,
     };

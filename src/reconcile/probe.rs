@@ -65,14 +65,23 @@ pub fn gather(desired: &Desired, stores: &Stores) -> (Option<Arc<StatefulSet>>, 
     (sts, ingresses)
 }
 
+/// `rolling_out`: the applied revision has not been active yet (it was just
+/// applied, or the instance has not been Ready since). Then any workload that
+/// is not there yet is WorkloadProgressing; once it was active, a workload that
+/// goes missing or down is named for what it is.
 pub fn activation(
     desired: &Desired,
     sts: Option<&StatefulSet>,
     ingresses: &[IngressFacts],
+    rolling_out: bool,
 ) -> Activation {
     let waiting = |reason, message: String| Activation::Waiting { reason, message };
+    let or_progressing = |reason| if rolling_out { PROGRESSING } else { reason };
     let Some(sts) = sts else {
-        return waiting("WorkloadMissing", "StatefulSet does not exist yet".into());
+        return waiting(
+            or_progressing("WorkloadMissing"),
+            "StatefulSet does not exist yet".into(),
+        );
     };
     let name = sts.metadata.name.clone().unwrap_or_default();
     // Right after an apply the cache may still hold the previous StatefulSet,
@@ -102,17 +111,8 @@ pub fn activation(
     let updated = status.updated_replicas.unwrap_or(0);
     let available = status.available_replicas.unwrap_or(0);
     if updated < want || available < want {
-        // The StatefulSet controller moves currentRevision to updateRevision once
-        // every pod is updated and ready: until then it is a rollout under way,
-        // after that (or with nothing to roll) the pods are simply not available.
-        let rolling =
-            status.current_revision.is_some() && status.current_revision != status.update_revision;
         return waiting(
-            if rolling {
-                PROGRESSING
-            } else {
-                "WorkloadUnavailable"
-            },
+            or_progressing("WorkloadUnavailable"),
             format!(
                 "StatefulSet {name}: {available}/{want} replicas available, {updated}/{want} updated to image {}",
                 desired.image
@@ -199,45 +199,35 @@ mod tests {
             "currentRevision": "a-1", "updateRevision": "a-1"}),
         );
         assert_eq!(
-            reason(activation(&desired("r1"), Some(&old), &[])),
+            reason(activation(&desired("r1"), Some(&old), &[], false)),
             "Active"
         );
         assert_eq!(
-            reason(activation(&desired("r2"), Some(&old), &[])),
+            reason(activation(&desired("r2"), Some(&old), &[], true)),
             "WorkloadProgressing"
         );
     }
 
     #[test]
-    fn a_rollout_progresses_and_pods_that_stay_down_are_unavailable() {
+    fn a_rollout_progresses_and_a_workload_that_was_active_and_went_down_is_named() {
         let d = desired("r2");
         let unobserved = sts("r2", 2, json!({"observedGeneration": 1}));
-        let rolling = sts(
-            "r2",
-            2,
-            json!({"replicas": 1, "observedGeneration": 2,
-            "updatedReplicas": 1, "availableReplicas": 0,
-            "currentRevision": "a-1", "updateRevision": "a-2"}),
-        );
         let down = sts(
             "r2",
             2,
             json!({"replicas": 1, "observedGeneration": 2,
-            "updatedReplicas": 1, "availableReplicas": 0,
-            "currentRevision": "a-2", "updateRevision": "a-2"}),
+            "updatedReplicas": 1, "availableReplicas": 0}),
         );
-        assert_eq!(
-            reason(activation(&d, Some(&unobserved), &[])),
-            "WorkloadProgressing"
-        );
-        assert_eq!(
-            reason(activation(&d, Some(&rolling), &[])),
-            "WorkloadProgressing"
-        );
-        assert_eq!(
-            reason(activation(&d, Some(&down), &[])),
-            "WorkloadUnavailable"
-        );
-        assert_eq!(reason(activation(&d, None, &[])), "WorkloadMissing");
+        for (workload, after_active) in [
+            (Some(&unobserved), "WorkloadProgressing"),
+            (Some(&down), "WorkloadUnavailable"),
+            (None, "WorkloadMissing"),
+        ] {
+            assert_eq!(
+                reason(activation(&d, workload, &[], true)),
+                "WorkloadProgressing"
+            );
+            assert_eq!(reason(activation(&d, workload, &[], false)), after_active);
+        }
     }
 }

@@ -301,7 +301,7 @@ fn activation_conditions(
 /// is refreshed at most this often: at scale such writes were most of the
 /// operator's status patches (docs/benchmarks.md, scale). A change of phase,
 /// of any condition's status or reason, or of anything else is written at once.
-pub const MESSAGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+pub const MESSAGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Whether `new` must be written over `prev`, given how long ago this
 /// operator last wrote this instance's status (`None`: not since it started).
