@@ -82,7 +82,7 @@ async fn fleet_converges_after_twenty_kills_during_a_rollout() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let delay = Duration::from_millis(100 + seed % 900);
+        let delay = Duration::from_millis(50 + seed % 300);
         tokio::time::sleep(delay).await; // the fault's random point, not synchronisation
         if converged(&instances, &format!("shared-{}", ns.name))
             .await
