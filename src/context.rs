@@ -1,18 +1,18 @@
 //! What every reconcile shares: the client, the caches, the current operator
-//! configuration, the retry policy, the event recorder, metrics.
+//! configuration, the retry policy, the Event reporter, metrics.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::events::Recorder;
+use kube::runtime::events::Reporter;
 use tokio::sync::watch;
 
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::config::OperatorConfig;
 use crate::leader::LeaderState;
 use crate::metrics::Metrics;
-use crate::reconcile::plan::RetryPolicy;
+use crate::reconcile::plan::{RetryPolicy, SETTLE};
 use crate::reconcile::status::MESSAGE_REFRESH;
 use crate::reconcile::stores::Stores;
 
@@ -20,7 +20,9 @@ pub struct Context {
     pub client: Client,
     pub stores: Stores,
     pub config: watch::Receiver<Arc<OperatorConfig>>,
-    pub recorder: Recorder,
+    /// Who publishes Events (see `reconcile::events::publish` for why there is
+    /// no long-lived `Recorder`).
+    pub reporter: Reporter,
     pub policy: RetryPolicy,
     pub resync: Duration,
     pub metrics: Arc<Metrics>,
@@ -35,7 +37,12 @@ pub struct Context {
     /// When this process last wrote each instance's status (by uid), so that a
     /// progress message alone is not written on every pass (`status::worth_writing`).
     pub status_written_at: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// This process's last successful apply per instance uid: the revision and
+    /// force token applied, and when (`plan::Observed::just_applied`).
+    pub applied: std::sync::Mutex<std::collections::HashMap<String, AppliedRecord>>,
 }
+
+pub type AppliedRecord = (String, Option<String>, std::time::Instant);
 
 impl Context {
     pub fn config(&self) -> Arc<OperatorConfig> {
@@ -84,6 +91,39 @@ impl Context {
         if let Some(uid) = &instance.metadata.uid {
             self.transient.lock().unwrap().remove(uid);
         }
+    }
+
+    pub fn remember_apply(&self, instance: &KuraInstance, revision: &str, force: Option<String>) {
+        let Some(uid) = &instance.metadata.uid else {
+            return;
+        };
+        let mut applied = self.applied.lock().unwrap();
+        // Records older than the settle window mean nothing; deleted instances' go too.
+        applied.retain(|_, (_, _, at)| at.elapsed() < SETTLE);
+        applied.insert(
+            uid.clone(),
+            (revision.to_string(), force, std::time::Instant::now()),
+        );
+    }
+
+    /// Whether this process applied `revision` with `force` to the instance
+    /// within the last [`SETTLE`].
+    pub fn just_applied(
+        &self,
+        instance: &KuraInstance,
+        revision: &str,
+        force: Option<&str>,
+    ) -> bool {
+        let Some(uid) = &instance.metadata.uid else {
+            return false;
+        };
+        self.applied
+            .lock()
+            .unwrap()
+            .get(uid)
+            .is_some_and(|(r, f, at)| {
+                r == revision && f.as_deref() == force && at.elapsed() < SETTLE
+            })
     }
 
     pub fn since_status_written(&self, instance: &KuraInstance) -> Option<Duration> {

@@ -113,7 +113,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     use std::sync::Arc;
 
     use futures::StreamExt;
-    use kube::runtime::events::{Recorder, Reporter};
+    use kube::runtime::events::Reporter;
 
     use crate::config::OperatorConfig;
     use crate::context::{Context, Faults};
@@ -173,7 +173,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         client: client.clone(),
         stores: streams.stores.clone(),
         config: config_rx,
-        recorder: Recorder::new(client.clone(), reporter),
+        reporter,
         policy: RetryPolicy {
             budget: args.retry_budget,
             stall_window: args.stall_window,
@@ -186,6 +186,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         written: Default::default(),
         transient: Default::default(),
         status_written_at: Default::default(),
+        applied: Default::default(),
     });
 
     let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());

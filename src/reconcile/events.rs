@@ -2,7 +2,7 @@
 //! force token acknowledged, a prune, the first failure, Stalled, Invalid, Ready.
 
 use kube::Resource;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::{Event, EventType, Recorder};
 
 use super::status::Outcome;
 use crate::api::conditions::{READY, STALLED, VALID, find};
@@ -122,11 +122,18 @@ pub fn events_for(
 /// its own, and awaiting it put a round trip (or a throttled retry) between an
 /// apply and the status that records it. One that cannot be written is logged
 /// and never fails the reconcile.
+///
+/// A `Recorder` made for the batch, not one for the process: kube's recorder
+/// keeps every Event it published for six minutes to fold repeats into a series,
+/// keyed without the note, so a second Applied within that time would have
+/// shown the first one's revision with a count of 2; and at a thousand
+/// instances that cache was megabytes of the operator's memory. Our Events
+/// mark transitions, each with its own note: there is nothing to fold.
 pub fn publish(ctx: &Context, instance: &KuraInstance, events: Vec<Event>) {
     if events.is_empty() {
         return;
     }
-    let recorder = ctx.recorder.clone();
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
     let reference = instance.object_ref(&());
     tokio::spawn(async move {
         for event in events {

@@ -72,7 +72,10 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
 
     let validated = validate(&instance, &config);
     let desired = validated.as_ref().ok().map(|v| render(v, &config));
-    let observed = observe::observe(&instance, desired.as_ref(), &ctx.stores);
+    let mut observed = observe::observe(&instance, desired.as_ref(), &ctx.stores);
+    observed.just_applied = desired
+        .as_ref()
+        .is_some_and(|d| ctx.just_applied(&instance, &d.revision, observed.force_token.as_deref()));
     let decision = plan::plan(
         &observed,
         desired
@@ -89,12 +92,14 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(at, now)),
         Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
         Plan::Converged => (Outcome::Converged, ctx.resync),
+        Plan::Settling => (Outcome::Converged, plan::SETTLE),
         Plan::Apply { reasons, prune, .. } => {
             let desired = desired
                 .as_ref()
                 .expect("Apply is planned only for a valid instance");
             match apply::apply(&ctx.client, desired).await {
                 Ok(inventory) => {
+                    ctx.remember_apply(&instance, &desired.revision, observed.force_token.clone());
                     let pruned = prune::prune(&ctx.client, &ctx.stores, &name, &prune, &config)
                         .await
                         .map_err(Error::Prune)?;

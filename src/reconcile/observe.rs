@@ -54,6 +54,8 @@ pub fn observe(instance: &KuraInstance, desired: Option<&Desired>, stores: &Stor
         status,
         children,
         running_image,
+        // Not a cache's to say: the reconcile knows its own recent applies.
+        just_applied: false,
     }
 }
 

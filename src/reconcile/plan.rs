@@ -39,7 +39,15 @@ pub struct Observed {
     pub children: BTreeMap<ObjectId, LiveChild>,
     /// The image the workload runs (its pod template's), if the workload exists.
     pub running_image: Option<String>,
+    /// This process applied the desired revision (with this force token) within
+    /// the last [`SETTLE`]: the caches may not show that write yet.
+    pub just_applied: bool,
 }
+
+/// How long after an apply the caches are given to show it. A reconcile
+/// triggered meanwhile (by the events of the other children of the same apply)
+/// would otherwise see a child missing or stale and apply again.
+pub const SETTLE: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -166,6 +174,9 @@ pub enum Plan {
     },
     /// Everything matches: only probe activation.
     Converged,
+    /// What differs is what the caches have not shown yet of this process's own
+    /// apply of this very revision: look again after [`SETTLE`].
+    Settling,
 }
 
 /// At most this many take-backs of contested fields per [`CONFLICT_WINDOW`].
@@ -206,6 +217,18 @@ pub fn plan(
     let reasons = apply_reasons(observed, desired);
     if reasons.is_empty() {
         return Plan::Converged;
+    }
+    let cache_lag = |r: &ApplyReason| {
+        matches!(
+            r,
+            ApplyReason::ChildMissing(_)
+                | ApplyReason::ChildRevision(_)
+                | ApplyReason::FieldDrift(..)
+                | ApplyReason::ImageDrift
+        )
+    };
+    if observed.just_applied && reasons.iter().all(cache_lag) {
+        return Plan::Settling;
     }
     let force_token = observed.force_token.clone();
     // Only contested fields to take back, and this window's take-backs are spent.

@@ -40,14 +40,22 @@ async fn force_annotation_reapplies_and_is_acknowledged() {
         "everything matched, yet it re-applied once"
     );
     let events: Api<Event> = ns.api();
+    // The second Applied of the instance, minutes after the first, says why it
+    // applied; folded into the first Event's series (as a long-lived kube
+    // Recorder does within six minutes, its key ignoring the note) it would
+    // still read "initial", with a count of 2.
     wait_for(
-        "a ForcedReapply Event (the audit trail)",
+        "a ForcedReapply Event and an Applied Event saying why (the audit trail)",
         Duration::from_secs(30),
         || async {
             let list = events.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .any(|e| e.reason.as_deref() == Some("ForcedReapply"))
+            let has = |reason: &str, note: &str| {
+                list.items.iter().any(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.message.as_deref().is_some_and(|m| m.contains(note))
+                })
+            };
+            (has("ForcedReapply", "kura.dev/reapply-at") && has("Applied", ": forced"))
                 .then_some(())
         },
     )

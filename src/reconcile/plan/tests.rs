@@ -274,3 +274,29 @@ fn transient_backoff_doubles_from_half_a_second_to_a_minute_with_jitter() {
     // Sooner than an apply failure's backoff, which waits on a fix of the input.
     assert!(p.transient_backoff(1, 1.0) < p.backoff(1));
 }
+
+#[test]
+fn right_after_its_own_apply_a_child_the_cache_lacks_waits_for_the_cache() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Activating);
+    let service = d.objects[0].id.clone();
+    o.children.remove(&service);
+    o.just_applied = true;
+    assert_eq!(
+        plan(&o, Ok(&d), &RetryPolicy::default(), now()),
+        Plan::Settling
+    );
+    // Once settled, a child still missing is applied again.
+    o.just_applied = false;
+    assert!(matches!(
+        plan(&o, Ok(&d), &RetryPolicy::default(), now()),
+        Plan::Apply { .. }
+    ));
+    // A force token is never mistaken for cache lag.
+    o.just_applied = true;
+    o.force_token = Some("again".into());
+    assert!(matches!(
+        plan(&o, Ok(&d), &RetryPolicy::default(), now()),
+        Plan::Apply { .. }
+    ));
+}
