@@ -11,7 +11,7 @@ use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, config, create_fleet, shared_class};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, Phase};
 
@@ -50,15 +50,7 @@ async fn converged_idle_fleet_makes_zero_mutating_requests() {
     let test_start = jiff::Timestamp::now().to_string();
     let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none")); // resync 3 s
     let instances: Api<KuraInstance> = ns.api();
-    for i in 0..FLEET {
-        apply_json(
-            &instances,
-            "test",
-            instance(&format!("i{i:02}"), "registry.example/kura:1.0.0"),
-        )
-        .await
-        .unwrap();
-    }
+    create_fleet(&instances, "i", FLEET).await;
     wait_for(
         "the whole fleet to be Ready",
         Duration::from_secs(180),

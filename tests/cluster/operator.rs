@@ -332,3 +332,34 @@ impl ReadyInstance {
         let _ = self.classes.delete(&class, &Default::default()).await;
     }
 }
+
+/// Creates `n` instances named `{prefix}00`, `{prefix}01`, … on one image.
+pub async fn create_fleet(instances: &Api<KuraInstance>, prefix: &str, n: usize) {
+    for i in 0..n {
+        crate::support::apply_json(
+            instances,
+            "test",
+            instance(&format!("{prefix}{i:02}"), "registry.example/kura:1.0.0"),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// Instances Ready with their desired revision applied, that revision other
+/// than `not` when given (0 when the list fails).
+pub async fn converged_count(instances: &Api<KuraInstance>, not: Option<&str>) -> usize {
+    let Ok(list) = instances.list(&kube::api::ListParams::default()).await else {
+        return 0;
+    };
+    list.items
+        .iter()
+        .filter(|i| {
+            i.status.as_ref().is_some_and(|s| {
+                s.phase == Some(kura_operator::api::Phase::Ready)
+                    && s.applied_revision == s.desired_revision
+                    && not.is_none_or(|old| s.applied_revision.as_deref() != Some(old))
+            })
+        })
+        .count()
+}

@@ -24,9 +24,9 @@ use kube::core::PartialObjectMeta;
 use kube::{Client, Resource};
 use serde_json::json;
 
-use crate::operator::{Operator, Options, config, instance};
+use crate::operator::{Operator, Options, config, converged_count, create_fleet};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_operator::api::KuraInstance;
 
 const FLEET: usize = 50;
 const T: Duration = Duration::from_secs(180);
@@ -80,23 +80,6 @@ fn counts_per_instance(log: &str, needle: &str) -> BTreeMap<String, usize> {
     counts
 }
 
-async fn ready_on(instances: &Api<KuraInstance>, revision_differs_from: Option<&str>) -> usize {
-    let Ok(list) = instances.list(&ListParams::default()).await else {
-        return 0;
-    };
-    list.items
-        .iter()
-        .filter(|i| {
-            i.status.as_ref().is_some_and(|s| {
-                s.phase == Some(Phase::Ready)
-                    && s.applied_revision == s.desired_revision
-                    && revision_differs_from
-                        .is_none_or(|old| s.applied_revision.as_deref() != Some(old))
-            })
-        })
-        .count()
-}
-
 #[tokio::test]
 async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
     let plane = PrivatePlane::up("faults", 1);
@@ -128,28 +111,20 @@ async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
         options,
     );
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
-    for i in 0..FLEET {
-        apply_json(
-            &instances,
-            "test",
-            instance(&format!("i{i:02}"), "registry.example/kura:1.0.0"),
-        )
-        .await
-        .unwrap();
-    }
+    create_fleet(&instances, "i", FLEET).await;
 
     // 1. kube-apiserver killed mid-rollout.
     wait_for("the rollout to be under way", T, || async {
-        (ready_on(&instances, None).await >= 1).then_some(())
+        (converged_count(&instances, None).await >= 1).then_some(())
     })
     .await;
-    let mid = ready_on(&instances, None).await;
+    let mid = converged_count(&instances, None).await;
     plane.crash_and_restart("kube-apiserver");
     let t = Instant::now();
     wait_for(
         "the fleet to converge after the apiserver restart",
         T,
-        || async { (ready_on(&instances, None).await == FLEET).then_some(()) },
+        || async { (converged_count(&instances, None).await == FLEET).then_some(()) },
     )
     .await;
     eprintln!(
@@ -190,7 +165,7 @@ async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
     wait_for(
         "the fleet to re-apply after the etcd restart",
         T,
-        || async { (ready_on(&instances, Some(&before)).await == FLEET).then_some(()) },
+        || async { (converged_count(&instances, Some(&before)).await == FLEET).then_some(()) },
     )
     .await;
     eprintln!(
@@ -280,7 +255,7 @@ async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
         .map(|e| format!("{} {}", e["objectRef"]["resource"], e["objectRef"]["name"]))
         .collect();
     assert!(deletions.is_empty(), "spurious deletions: {deletions:?}");
-    assert_eq!(ready_on(&instances, Some(&before)).await, FLEET);
+    assert_eq!(converged_count(&instances, Some(&before)).await, FLEET);
 
     // No hot loop through any of it.
     let log = op.log();

@@ -16,10 +16,10 @@ use serde_json::json;
 
 use crate::chart::rbac::apply_chart_rbac;
 use crate::chart::{ClusterScopedCleanup, kubectl_run};
-use crate::operator::{Operator, Options, config, instance, shared_class};
+use crate::operator::{Operator, Options, config, converged_count, create_fleet, shared_class};
 use crate::ops::{impersonating_kubeconfig, scratch_dir};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_operator::api::KuraInstance;
 
 const FLEET: usize = 30;
 /// Mutating requests per instance, 429s included, that a converging fleet may
@@ -164,31 +164,11 @@ async fn fleet_converges_while_the_apiserver_throttles_the_operator() {
     );
     let instances: Api<KuraInstance> = ns.api();
     let started = Instant::now();
-    for i in 0..FLEET {
-        apply_json(
-            &instances,
-            "test",
-            instance(&format!("t{i:02}"), "registry.example/kura:1.0.0"),
-        )
-        .await
-        .unwrap();
-    }
+    create_fleet(&instances, "t", FLEET).await;
     wait_for(
         "the throttled fleet to converge",
         Duration::from_secs(240),
-        || async {
-            let list = instances.list(&ListParams::default()).await.ok()?;
-            let ready = list
-                .items
-                .iter()
-                .filter(|i| {
-                    i.status.as_ref().is_some_and(|s| {
-                        s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision
-                    })
-                })
-                .count();
-            (ready == FLEET).then_some(())
-        },
+        || async { (converged_count(&instances, None).await == FLEET).then_some(()) },
     )
     .await;
     let took = started.elapsed();
