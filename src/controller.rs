@@ -61,30 +61,32 @@ impl Scope {
 /// A reflector's stream of touched objects; its errors never reach a controller.
 pub type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
 
-pub fn reflect<K>(api: Api<K>, wc: watcher::Config) -> (Store<K>, Shared<K>)
-where
+/// What a reflector can cache.
+pub trait Cacheable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+impl<K> Cacheable for K where
     K: Resource<DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
-        + 'static,
+        + 'static
 {
+}
+
+pub fn reflect<K: Cacheable>(api: Api<K>, wc: watcher::Config) -> (Store<K>, Shared<K>) {
     reflect_trimmed(api, wc, compact_managed_fields)
 }
 
 /// [`reflect`], keeping in the cache only what `trim` leaves of each object.
-fn reflect_trimmed<K>(api: Api<K>, wc: watcher::Config, trim: fn(&mut K)) -> (Store<K>, Shared<K>)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+fn reflect_trimmed<K: Cacheable>(
+    api: Api<K>,
+    wc: watcher::Config,
+    trim: fn(&mut K),
+) -> (Store<K>, Shared<K>) {
     let (reader, writer) = reflector::store();
     let kind = K::kind(&()).to_string();
     let watch = watcher(api, wc).inspect(move |event| match event {

@@ -32,8 +32,8 @@ const FLEET: usize = 50;
 const T: Duration = Duration::from_secs(180);
 /// Hot-loop bounds per instance over the whole test (three faults, a
 /// fleet-wide change, a forced re-apply). Observed: at most 31 reconciles and
-/// 6 applies (up to 4 of them while the caches relisted after the restart and
-/// did not yet show what had just been applied); a hot loop makes hundreds.
+/// 6 applies (before `plan::SETTLE`, up to 4 of them while the caches relisted
+/// after the restart); a hot loop makes hundreds.
 const MAX_RECONCILES: usize = 60;
 const MAX_APPLIES: usize = 10;
 
