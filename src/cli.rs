@@ -77,7 +77,7 @@ pub fn render(args: &RenderArgs) -> CliResult {
             explain(&validated, &config, &desired);
         }
         for o in &desired.objects {
-            print!("---\n{}", serde_yaml::to_string(&o.body)?);
+            print!("---\n{}", serde_yaml::to_string(&o.body())?);
         }
     }
     if failed {

@@ -76,7 +76,7 @@ pub async fn apply(client: &Client, desired: &Desired) -> Result<Vec<InventoryEn
                 let api = dynamic_api(client, &o.id);
                 let params = PatchParams::apply(FIELD_MANAGER).force();
                 let applied = api
-                    .patch(&o.id.name, &params, &Patch::Apply(&o.body))
+                    .patch(&o.id.name, &params, &Patch::Apply(&o.manifest))
                     .await
                     .map_err(|source| ApplyError {
                         object: o.id.to_string(),

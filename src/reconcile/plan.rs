@@ -297,8 +297,7 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
         .map(|e| (ObjectId::from_inventory(e), e))
         .collect();
     for object in &desired.objects {
-        let expected =
-            object.body["metadata"]["annotations"][crate::keys::ANNOTATION_REVISION].as_str();
+        let expected = object.stamp();
         match observed.children.get(&object.id) {
             None => reasons.push(ApplyReason::ChildMissing(object.id.to_string())),
             Some(live) if live.revision.as_deref() != expected => {

@@ -43,23 +43,22 @@ pub fn gather(desired: &Desired, stores: &Stores) -> (Option<Arc<StatefulSet>>, 
     for o in &desired.objects {
         match o.id.kind.as_str() {
             "StatefulSet" => sts = stores.stateful_set(&o.id),
-            "Ingress" => {
-                let class_name = o.body["spec"]["ingressClassName"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                ingresses.push(IngressFacts {
-                    name: o.id.name.clone(),
-                    host: o.body["spec"]["rules"][0]["host"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    class: stores.ingress_class(&class_name),
-                    class_name,
-                    live: stores.ingress(&o.id),
-                });
+            _ => {
+                if let Some(spec) = o.manifest.ingress_spec() {
+                    let class_name = spec.ingress_class_name.clone();
+                    ingresses.push(IngressFacts {
+                        name: o.id.name.clone(),
+                        host: spec
+                            .rules
+                            .first()
+                            .map(|r| r.host.clone())
+                            .unwrap_or_default(),
+                        class: stores.ingress_class(&class_name),
+                        class_name,
+                        live: stores.ingress(&o.id),
+                    });
+                }
             }
-            _ => {}
         }
     }
     (sts, ingresses)
@@ -160,13 +159,10 @@ mod tests {
     use serde_json::json;
 
     use super::{Activation, activation};
-    use crate::render::Desired;
+    use crate::render::{Desired, Manifest};
 
     fn desired(revision: &str) -> Desired {
-        let sts = json!({
-            "apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": "a", "namespace": "ns"},
-        });
+        let sts = Manifest::bare("apps/v1", "StatefulSet", "ns", "a");
         let mut d = Desired::from_objects(vec![sts], "pod".into(), "k:2".into());
         d.revision = revision.into();
         d

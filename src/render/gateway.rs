@@ -1,89 +1,126 @@
 //! Children of a `KuraGateway`: its IngressClass, ingress controller Deployment
 //! and Service. Pure, like the instance renderer.
 
-use serde_json::json;
-
 use super::Desired;
+use super::kinds::*;
+use super::manifest::{
+    Constant, Content, Labels, Manifest, ObjectMeta, OwnerReference, TemplateMeta, constants,
+};
 use crate::api::KuraGateway;
 use crate::keys::*;
+
+constants! {
+    CONTROLLER_PORTS = [
+        { "name": "http", "containerPort": 8080, "protocol": "TCP" },
+        { "name": "https", "containerPort": 8443, "protocol": "TCP" },
+    ],
+    CONTROLLER_SECURITY = {
+        "allowPrivilegeEscalation": false,
+        "capabilities": { "drop": ["ALL"] },
+    },
+    CONTROLLER_POD_SECURITY = {
+        "runAsNonRoot": true,
+        "runAsUser": 101,
+        "seccompProfile": { "type": "RuntimeDefault" },
+    },
+    LOAD_BALANCER_PORTS = [
+        { "name": "http", "port": 80, "targetPort": "http", "protocol": "TCP" },
+        { "name": "https", "port": 443, "targetPort": "https", "protocol": "TCP" },
+    ],
+}
 
 pub fn render_gateway(gw: &KuraGateway) -> Desired {
     let name = gw.metadata.name.clone().unwrap_or_default();
     let namespace = gw.metadata.namespace.clone().unwrap_or_default();
     let uid = gw.metadata.uid.clone().unwrap_or_default();
-    let labels = json!({
-        LABEL_MANAGED_BY: MANAGED_BY_VALUE,
-        LABEL_NAME: "kura-gateway",
-        LABEL_GATEWAY: name,
-        LABEL_ACCOUNT: gw.spec.account,
-        LABEL_REGION: gw.spec.region,
-    });
-    let selector = json!({ LABEL_NAME: "kura-gateway", LABEL_GATEWAY: name });
-    let metadata = json!({
-        "name": name,
-        "namespace": namespace,
-        "labels": labels,
-        "ownerReferences": [{
-            "apiVersion": "kura.dev/v1alpha1", "kind": "KuraGateway", "name": name, "uid": uid,
-            "controller": true, "blockOwnerDeletion": true,
+    let spec = &gw.spec;
+    let labels = Labels::from([
+        (LABEL_MANAGED_BY, MANAGED_BY_VALUE.to_string()),
+        (LABEL_NAME, "kura-gateway".to_string()),
+        (LABEL_GATEWAY, name.clone()),
+        (LABEL_ACCOUNT, spec.account.clone()),
+        (LABEL_REGION, spec.region.clone()),
+    ]);
+    let selector = Labels::from([
+        (LABEL_NAME, "kura-gateway".to_string()),
+        (LABEL_GATEWAY, name.clone()),
+    ]);
+    let metadata = ObjectMeta {
+        annotations: None,
+        labels: labels.clone(),
+        name: name.clone(),
+        namespace: Some(namespace.clone()),
+        owner_references: vec![OwnerReference {
+            api_version: "kura.dev/v1alpha1",
+            block_owner_deletion: true,
+            controller: true,
+            kind: "KuraGateway",
+            name: name.clone(),
+            uid,
         }],
-    });
+    };
     // Cluster-scoped: no owner reference is possible; the gateway's finalizer removes it.
-    let ingress_class = json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "IngressClass",
-        "metadata": { "name": gw.spec.ingress_class_name, "labels": labels },
-        "spec": { "controller": gw.spec.controller },
-    });
-    let deployment = json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": metadata,
-        "spec": {
-            "replicas": gw.spec.replicas,
-            "selector": { "matchLabels": selector },
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": {
-                    "automountServiceAccountToken": true,
-                    "securityContext": { "runAsNonRoot": true, "runAsUser": 101, "seccompProfile": { "type": "RuntimeDefault" } },
-                    "containers": [{
-                        "name": "controller",
-                        "image": gw.spec.image,
-                        "args": [
-                            format!("--ingress-class={}", gw.spec.ingress_class_name),
-                            format!("--controller-class={}", gw.spec.controller),
-                            format!("--watch-namespace={namespace}"),
-                            format!("--publish-service={namespace}/{name}"),
-                            "--http-port=8080".to_string(),
-                            "--https-port=8443".to_string(),
-                        ],
-                        "ports": [
-                            { "name": "http", "containerPort": 8080, "protocol": "TCP" },
-                            { "name": "https", "containerPort": 8443, "protocol": "TCP" },
-                        ],
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "capabilities": { "drop": ["ALL"] },
-                        },
-                    }],
+    let ingress_class = Manifest {
+        api_version: "networking.k8s.io/v1",
+        kind: "IngressClass",
+        metadata: ObjectMeta {
+            annotations: None,
+            labels: labels.clone(),
+            name: spec.ingress_class_name.clone(),
+            namespace: None,
+            owner_references: Vec::new(),
+        },
+        content: Content::Spec(Spec::IngressClass(IngressClassSpec {
+            controller: spec.controller.clone(),
+        })),
+    };
+    let container = GatewayContainer {
+        args: vec![
+            format!("--ingress-class={}", spec.ingress_class_name),
+            format!("--controller-class={}", spec.controller),
+            format!("--watch-namespace={namespace}"),
+            format!("--publish-service={namespace}/{name}"),
+            "--http-port=8080".to_string(),
+            "--https-port=8443".to_string(),
+        ],
+        image: spec.image.clone(),
+        name: "controller",
+        ports: Constant::of(&CONTROLLER_PORTS),
+        security_context: Constant::of(&CONTROLLER_SECURITY),
+    };
+    let deployment = Manifest {
+        api_version: "apps/v1",
+        kind: "Deployment",
+        metadata: metadata.clone(),
+        content: Content::Spec(Spec::Deployment(Box::new(DeploymentSpec {
+            replicas: spec.replicas,
+            selector: Selector {
+                match_labels: selector.clone(),
+            },
+            template: GatewayPodTemplate {
+                metadata: TemplateMeta {
+                    annotations: None,
+                    labels,
+                    name: None,
+                },
+                spec: GatewayPodSpec {
+                    automount_service_account_token: true,
+                    containers: vec![container],
+                    security_context: Constant::of(&CONTROLLER_POD_SECURITY),
                 },
             },
-        },
-    });
-    let service = json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata,
-        "spec": {
-            "type": "LoadBalancer",
-            "selector": selector,
-            "ports": [
-                { "name": "http", "port": 80, "targetPort": "http", "protocol": "TCP" },
-                { "name": "https", "port": 443, "targetPort": "https", "protocol": "TCP" },
-            ],
-        },
-    });
+        }))),
+    };
+    let service = Manifest {
+        api_version: "v1",
+        kind: "Service",
+        metadata,
+        content: Content::Spec(Spec::Service(ServiceSpec {
+            ports: Constant::of(&LOAD_BALANCER_PORTS),
+            selector,
+            service_type: "LoadBalancer",
+        })),
+    };
     Desired::from_objects(
         vec![ingress_class, deployment, service],
         String::new(),

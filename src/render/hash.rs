@@ -11,14 +11,22 @@
 //!   (a cluster-scoped object has an empty namespace).
 //!
 //! Any change in rendered output therefore changes the revision; nothing else does.
+//!
+//! [`canonical_json`] is the definition, over any JSON value. The renderer's typed
+//! manifests (`super::manifest`) serialise straight into that form, so
+//! [`manifest_hash`] writes them with serde_json and never builds a `Value`; the
+//! render tests check the two agree for every kind.
 
 use std::cell::RefCell;
 use std::sync::LazyLock;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::ObjectId;
+use super::kinds::PodTemplate;
+use super::manifest::{ConfigData, Manifest};
 
 pub fn canonical_json(value: &Value) -> Vec<u8> {
     with_scratch(|bytes| write_canonical(value, bytes), <[u8]>::to_vec)
@@ -107,7 +115,7 @@ fn maps_iterate_sorted() -> bool {
 /// names, labels) needs no escape and is copied as it is, which is much cheaper than
 /// serde_json's byte-by-byte escaper; the few others (an embedded JSON document) go
 /// through serde_json itself, so that the escapes stay serde_json's.
-fn write_str(s: &str, out: &mut Vec<u8>) {
+pub(super) fn write_str(s: &str, out: &mut Vec<u8>) {
     if needs_escape(s.as_bytes()) {
         serde_json::to_writer(out, s).expect(INFALLIBLE);
     } else {
@@ -168,6 +176,17 @@ pub fn object_hash(body: &Value) -> String {
     with_scratch(|bytes| write_canonical(body, bytes), hex_sha256)
 }
 
+/// The canonical bytes of a typed part of a manifest: its types declare their keys
+/// in byte order, so their compact JSON (as serde_json writes it) is canonical.
+pub fn write_typed(value: &impl Serialize, out: &mut Vec<u8>) {
+    super::writer::write_json(value, out).expect("the manifest types serialise to JSON");
+}
+
+/// [`object_hash`] of a typed manifest, without building its JSON value.
+pub fn manifest_hash(manifest: &Manifest) -> String {
+    with_scratch(|bytes| write_typed(manifest, bytes), hex_sha256)
+}
+
 pub fn revision<'a>(objects: impl Iterator<Item = (&'a ObjectId, &'a str)>) -> String {
     let mut hasher = Sha256::new();
     for (id, hash) in objects {
@@ -193,12 +212,11 @@ pub fn revision<'a>(objects: impl Iterator<Item = (&'a ObjectId, &'a str)>) -> S
 /// Hash of the pod-relevant inputs only: the pod template and the configuration
 /// the pods mount. A change elsewhere (an ingress class, a PDB) leaves it alone,
 /// so it does not roll the pods (INCIDENTS.md #4).
-pub fn pod_template_hash(template: &Value, config_map: &Value) -> String {
-    let data = config_map.get("data").unwrap_or(&Value::Null);
+pub fn pod_template_hash(template: &PodTemplate, data: &ConfigData) -> String {
     let write = |bytes: &mut Vec<u8>| {
-        write_canonical(template, bytes);
+        write_typed(template, bytes);
         bytes.push(b'\n');
-        write_canonical(data, bytes);
+        write_typed(data, bytes);
     };
     let mut hash = with_scratch(write, hex_sha256);
     hash.truncate(16);

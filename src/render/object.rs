@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::hash;
+use super::manifest::Manifest;
 use crate::api::InventoryEntry;
 use crate::keys::ANNOTATION_REVISION;
 
@@ -16,15 +17,12 @@ pub struct ObjectId {
 }
 
 impl ObjectId {
-    pub fn of(body: &Value) -> ObjectId {
-        // Plain lookups: `Value::pointer` allocates to unescape every path segment.
-        let s = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
-        let metadata = body.get("metadata").unwrap_or(&Value::Null);
+    pub fn of(manifest: &Manifest) -> ObjectId {
         ObjectId {
-            api_version: s(body, "apiVersion").unwrap_or_default(),
-            kind: s(body, "kind").unwrap_or_default(),
-            namespace: s(metadata, "namespace"),
-            name: s(metadata, "name").unwrap_or_default(),
+            api_version: manifest.api_version.to_string(),
+            kind: manifest.kind.to_string(),
+            namespace: manifest.metadata.namespace.clone(),
+            name: manifest.metadata.name.clone(),
         }
     }
 
@@ -51,9 +49,23 @@ impl std::fmt::Display for ObjectId {
 pub struct RenderedObject {
     pub id: ObjectId,
     /// The manifest, with the revision annotation stamped in.
-    pub body: Value,
+    pub manifest: Manifest,
     /// sha256 of the canonical form before the revision stamp.
     pub hash: String,
+}
+
+impl RenderedObject {
+    /// The `kura.dev/revision` stamped into the manifest.
+    pub fn stamp(&self) -> Option<&str> {
+        let annotations = self.manifest.metadata.annotations.as_ref()?;
+        annotations.get(ANNOTATION_REVISION).map(String::as_str)
+    }
+
+    /// The manifest as a JSON value, for printing and inspection; the operator
+    /// applies [`RenderedObject::manifest`] itself.
+    pub fn body(&self) -> Value {
+        serde_json::to_value(&self.manifest).expect("a manifest serialises")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,26 +80,29 @@ pub struct Desired {
 impl Desired {
     /// Hash every object, derive the revision from the ordered hashes, then stamp it.
     pub(crate) fn from_objects(
-        bodies: Vec<Value>,
+        manifests: Vec<Manifest>,
         pod_template_hash: String,
         image: String,
     ) -> Desired {
-        let mut objects: Vec<RenderedObject> = bodies
+        let mut objects: Vec<RenderedObject> = manifests
             .into_iter()
-            .map(|body| RenderedObject {
-                id: ObjectId::of(&body),
-                hash: hash::object_hash(&body),
-                body,
+            .map(|manifest| RenderedObject {
+                id: ObjectId::of(&manifest),
+                hash: hash::manifest_hash(&manifest),
+                manifest,
             })
             .collect();
         objects.sort_by(|a, b| a.id.cmp(&b.id));
         let revision = hash::revision(objects.iter().map(|o| (&o.id, o.hash.as_str())));
         for object in &mut objects {
             // Disjoint fields: the stamp is borrowed, not copied before `stamp` copies it.
-            stamp(
-                &mut object.body,
-                expected_stamp(&object.id, &object.hash, &revision),
-            );
+            let stamp = expected_stamp(&object.id, &object.hash, &revision);
+            object
+                .manifest
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(ANNOTATION_REVISION, stamp.to_string());
         }
         Desired {
             objects,
@@ -120,23 +135,5 @@ pub fn expected_stamp<'a>(id: &ObjectId, object_hash: &'a str, revision: &'a str
         object_hash
     } else {
         revision
-    }
-}
-
-fn stamp(body: &mut Value, revision: &str) {
-    let metadata = body
-        .as_object_mut()
-        .and_then(|o| o.get_mut("metadata"))
-        .and_then(Value::as_object_mut);
-    if let Some(metadata) = metadata {
-        let annotations = metadata
-            .entry("annotations")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(map) = annotations.as_object_mut() {
-            map.insert(
-                ANNOTATION_REVISION.to_string(),
-                Value::String(revision.to_string()),
-            );
-        }
     }
 }

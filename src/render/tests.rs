@@ -1,4 +1,4 @@
-//! Tests of the pure renderer, in groups: determinism, golden revisions, properties
+//! Tests of the pure renderer, in groups: the typed output's canonical form, determinism, golden revisions, properties
 //! of the revision, the founding incident, the metadata every child carries, and a
 //! full snapshot (kept here so that it lives in src/render/snapshots/).
 
@@ -6,6 +6,7 @@ use super::*;
 use crate::api::{GatewayMode, KuraInstance};
 use crate::validate::validate;
 
+mod canonical;
 mod determinism;
 mod golden;
 mod incident;
@@ -57,7 +58,7 @@ fn full_render_of_globex_eu_matches_the_snapshot() {
     let mut instance = example("globex-eu");
     instance.metadata.uid = Some("6f1c2a4e-0000-4000-8000-000000000001".into());
     let desired = render_with(&instance, &config());
-    let objects: Vec<&serde_json::Value> = desired.objects.iter().map(|o| &o.body).collect();
+    let objects: Vec<serde_json::Value> = desired.objects.iter().map(|o| o.body()).collect();
     let rendered = serde_json::json!({
         "revision": desired.revision,
         "podTemplateHash": desired.pod_template_hash,

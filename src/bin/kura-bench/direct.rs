@@ -121,6 +121,17 @@ fn wave(object: &Value) -> u8 {
     }
 }
 
+/// The identity of a manifest read back from `kura-operator render`.
+fn object_id(object: &Value) -> ObjectId {
+    let text = |v: &Value| v.as_str().map(str::to_string);
+    ObjectId {
+        api_version: text(&object["apiVersion"]).unwrap_or_default(),
+        kind: text(&object["kind"]).unwrap_or_default(),
+        namespace: text(&object["metadata"]["namespace"]),
+        name: text(&object["metadata"]["name"]).unwrap_or_default(),
+    }
+}
+
 async fn apply_all(client: &Client, groups: &[Vec<Value>], concurrency: usize) -> BenchResult<()> {
     futures::stream::iter(groups)
         .map(|objects| apply_instance(client, objects))
@@ -133,7 +144,7 @@ async fn apply_all(client: &Client, groups: &[Vec<Value>], concurrency: usize) -
 async fn apply_instance(client: &Client, objects: &[Value]) -> BenchResult<()> {
     for w in 0..=1 {
         let batch = objects.iter().filter(|o| wave(o) == w).map(|o| async move {
-            let id = ObjectId::of(o);
+            let id = object_id(o);
             dynamic_api(client, &id)
                 .patch(
                     &id.name,

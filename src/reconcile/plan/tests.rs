@@ -7,8 +7,9 @@ use jiff::Timestamp;
 
 use super::*;
 use crate::api::{InventoryEntry, Phase, RetryStatus};
+use crate::keys::ANNOTATION_REVISION;
 use crate::render::object::expected_stamp;
-use crate::render::{Desired, RenderedObject};
+use crate::render::{Desired, Manifest, RenderedObject};
 use crate::validate::{FieldError, ValidationErrors};
 
 fn desired(revision: &str, image: &str) -> Desired {
@@ -18,11 +19,12 @@ fn desired(revision: &str, image: &str) -> Desired {
         namespace: Some("ns".into()),
         name: "a".into(),
     };
-    let body = serde_json::json!({"metadata": {"annotations": {"kura.dev/revision": revision}}});
+    let mut manifest = Manifest::bare("apps/v1", "StatefulSet", "ns", "a");
+    manifest.metadata.annotations = Some([(ANNOTATION_REVISION, revision.to_string())].into());
     Desired {
         objects: vec![RenderedObject {
             id,
-            body,
+            manifest,
             hash: "h1".into(),
         }],
         revision: revision.into(),

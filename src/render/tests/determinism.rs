@@ -11,7 +11,7 @@ fn fingerprint(desired: &Desired) -> Vec<(ObjectId, String, Vec<u8>)> {
     desired
         .objects
         .iter()
-        .map(|o| (o.id.clone(), o.hash.clone(), canonical_json(&o.body)))
+        .map(|o| (o.id.clone(), o.hash.clone(), canonical_json(&o.body())))
         .collect()
 }
 
@@ -63,7 +63,7 @@ fn the_same_input_renders_identical_bytes_and_revision_across_runs() {
         let yaml = |d: &Desired| -> Vec<String> {
             d.objects
                 .iter()
-                .map(|o| serde_yaml::to_string(&o.body).unwrap())
+                .map(|o| serde_yaml::to_string(&o.body()).unwrap())
                 .collect()
         };
         assert_eq!(yaml(&first), yaml(&second));

@@ -9,7 +9,13 @@ use crate::config::NetworkMode;
 fn ingress_classes(desired: &Desired) -> Vec<&str> {
     find(desired, "Ingress")
         .iter()
-        .map(|o| o.body["spec"]["ingressClassName"].as_str().unwrap())
+        .map(|o| {
+            o.manifest
+                .ingress_spec()
+                .unwrap()
+                .ingress_class_name
+                .as_str()
+        })
         .collect()
 }
 

@@ -32,7 +32,7 @@ fn cases() -> Vec<Case> {
 }
 
 fn label<'a>(object: &'a RenderedObject, key: &str) -> Option<&'a str> {
-    object.body["metadata"]["labels"][key].as_str()
+    object.manifest.metadata.labels.get(key).map(String::as_str)
 }
 
 fn is_gateway(object: &RenderedObject) -> bool {
@@ -75,7 +75,8 @@ fn the_shared_gateway_carries_account_and_region_labels_but_no_instance_label() 
 fn every_object_carries_the_revision_annotation() {
     for case in cases() {
         for o in &case.desired.objects {
-            let stamped = o.body["metadata"]["annotations"][ANNOTATION_REVISION].as_str();
+            let body = o.body();
+            let stamped = body["metadata"]["annotations"][ANNOTATION_REVISION].as_str();
             let expected = if is_gateway(o) {
                 o.hash.as_str()
             } else {
@@ -90,7 +91,8 @@ fn every_object_carries_the_revision_annotation() {
 fn every_instance_child_has_an_owner_reference_exactly_when_the_instance_has_a_uid() {
     for case in cases() {
         for o in case.desired.objects.iter().filter(|o| !is_gateway(o)) {
-            let owners = &o.body["metadata"]["ownerReferences"];
+            let body = o.body();
+            let owners = &body["metadata"]["ownerReferences"];
             match case.uid {
                 None => assert_eq!(owners, &Value::Null, "{}", o.id),
                 Some(uid) => {
@@ -113,7 +115,7 @@ fn the_shared_gateway_is_owned_by_no_instance() {
     instance.metadata.uid = Some(UID.into());
     let desired = render_with(&instance, &config());
     let gateway = find(&desired, "KuraGateway")[0];
-    assert_eq!(gateway.body["metadata"]["ownerReferences"], Value::Null);
+    assert_eq!(gateway.body()["metadata"]["ownerReferences"], Value::Null);
 }
 
 /// The stamp is derived from the hashes, so it cannot be part of them.
@@ -121,7 +123,7 @@ fn the_shared_gateway_is_owned_by_no_instance() {
 fn object_hashes_are_taken_before_the_revision_stamp() {
     for case in cases() {
         for o in &case.desired.objects {
-            let mut unstamped = o.body.clone();
+            let mut unstamped = o.body();
             let annotations = unstamped["metadata"]["annotations"]
                 .as_object_mut()
                 .unwrap();

@@ -194,6 +194,12 @@ fn snapshot(
 
 proptest! {
     #[test]
+    fn every_generated_instance_serialises_in_canonical_form(instance in instances()) {
+        let desired = render_with(&instance, &config());
+        prop_assert_eq!(non_canonical_object(&desired), None);
+    }
+
+    #[test]
     fn changing_any_one_rendered_input_changes_the_revision(mut instance in instances(), change in changes()) {
         change.prepare(&mut instance);
         let config = config();

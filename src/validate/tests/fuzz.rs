@@ -79,6 +79,9 @@ proptest! {
             Ok(v) => {
                 let desired = render(&v, &config);
                 prop_assert!(desired.objects.iter().all(|o| !o.id.name.is_empty()));
+                // Hostile strings (quotes, control characters) are written as the
+                // canonical form escapes them.
+                prop_assert_eq!(crate::render::non_canonical_object(&desired), None);
             }
             Err(errors) => {
                 prop_assert!(!errors.0.is_empty());
