@@ -37,6 +37,24 @@ fn example(name: &str) -> KuraInstance {
         .unwrap_or_else(|| panic!("no example instance {name}"))
 }
 
+/// A dedicated gateway as the operator sees it (namespace and uid set).
+fn example_gateway() -> crate::api::KuraGateway {
+    let mut gateway = crate::api::KuraGateway::new(
+        "globex-eu-west-1",
+        crate::api::KuraGatewaySpec {
+            account: "globex".into(),
+            region: "eu-west-1".into(),
+            ingress_class_name: "kura-globex-eu-west-1".into(),
+            controller: "k8s.io/ingress-nginx".into(),
+            image: "registry.k8s.io/ingress-nginx/controller:v1.11.2".into(),
+            replicas: 2,
+        },
+    );
+    gateway.metadata.namespace = Some("kura".into());
+    gateway.metadata.uid = Some("u-1".into());
+    gateway
+}
+
 fn render_with(instance: &KuraInstance, config: &OperatorConfig) -> Desired {
     let validated = validate(instance, config).expect("the instance is valid");
     render(&validated, config)

@@ -7,7 +7,6 @@ use proptest::prelude::*;
 use serde::Serialize;
 
 use super::*;
-use crate::api::{KuraGateway, KuraGatewaySpec};
 use crate::render::gateway::render_gateway;
 use crate::render::writer::write_json;
 
@@ -29,20 +28,7 @@ fn every_example_child_serialises_in_canonical_form() {
 
 #[test]
 fn every_gateway_child_serialises_in_canonical_form() {
-    let mut gateway = KuraGateway::new(
-        "globex-eu-west-1",
-        KuraGatewaySpec {
-            account: "globex".into(),
-            region: "eu-west-1".into(),
-            ingress_class_name: "kura-globex-eu-west-1".into(),
-            controller: "k8s.io/ingress-nginx".into(),
-            image: "registry.k8s.io/ingress-nginx/controller:v1.11.2".into(),
-            replicas: 2,
-        },
-    );
-    gateway.metadata.namespace = Some("kura".into());
-    gateway.metadata.uid = Some("6f1c2a4e-0000-4000-8000-000000000002".into());
-    let desired = render_gateway(&gateway);
+    let desired = render_gateway(&example_gateway());
     assert_eq!(desired.objects.len(), 3);
     assert_canonical(&desired);
 }

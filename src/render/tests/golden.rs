@@ -30,6 +30,18 @@ const GOLDEN: [(&str, &str, &str); 3] = [
     ),
 ];
 
+/// The gateway renderer's revision for `example_gateway()`: its children carry it.
+const GOLDEN_GATEWAY: &str = "19bd12e0afab63adbbbbdc95ef1fee07ecdb977611229ccfeacef970a2794892";
+
+#[test]
+fn the_example_gateway_renders_its_pinned_revision() {
+    let desired = crate::render::gateway::render_gateway(&example_gateway());
+    assert_eq!(
+        desired.revision, GOLDEN_GATEWAY,
+        "the rendered output changed: see the module comment"
+    );
+}
+
 #[test]
 fn example_instances_render_their_pinned_revisions() {
     let rendered: Vec<(String, String, String)> = examples()
