@@ -45,6 +45,15 @@ impl Operator {
         Self::start_full(namespace, config_yaml, &[], env)
     }
 
+    /// Talking to the apiserver through another kubeconfig (impersonation, a gate).
+    pub fn start_as(namespace: &str, config_yaml: &str, kubeconfig: PathBuf) -> Operator {
+        let options = Options {
+            kubeconfig: Some(kubeconfig),
+            ..Options::default()
+        };
+        Self::start_with(namespace, config_yaml, &[], options)
+    }
+
     /// With extra `run` flags (they come last, so they override the defaults).
     pub fn start_full(
         namespace: &str,

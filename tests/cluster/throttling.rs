@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::chart::rbac::apply_chart_rbac;
 use crate::chart::{ClusterScopedCleanup, kubectl_run};
-use crate::operator::{Operator, Options, config, converged_count, create_fleet, shared_class};
+use crate::operator::{Operator, config, converged_count, create_fleet, shared_class};
 use crate::ops::{impersonating_kubeconfig, scratch_dir};
 use crate::support::*;
 use kura_operator::api::KuraInstance;
@@ -153,14 +153,10 @@ async fn fleet_converges_while_the_apiserver_throttles_the_operator() {
 
     let since = jiff::Timestamp::now();
     let kubeconfig = impersonating_kubeconfig(&scratch_dir(&ns.name), &ns.name, &sa);
-    let mut op = Operator::start_with(
+    let mut op = Operator::start_as(
         &ns.name,
         &config(&ns.name, "host", "example.com/none"),
-        &[],
-        Options {
-            kubeconfig: Some(kubeconfig),
-            ..Options::default()
-        },
+        kubeconfig,
     );
     let instances: Api<KuraInstance> = ns.api();
     let started = Instant::now();

@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::*;
-use crate::operator::{Operator, Options, config};
+use crate::operator::{Operator, config};
 
 struct Gate {
     port: u16,
@@ -60,14 +60,10 @@ async fn readyz_is_false_until_the_caches_sync_and_healthz_is_true_throughout() 
         &scratch_dir(&ns.name),
         &format!("https://127.0.0.1:{}", gate.port),
     );
-    let op = Operator::start_with(
+    let op = Operator::start_as(
         &ns.name,
         &config(&ns.name, "host", "example.com/none"),
-        &[],
-        Options {
-            kubeconfig: Some(kubeconfig),
-            ..Options::default()
-        },
+        kubeconfig,
     );
     // Alive as soon as it serves, while the apiserver is out of reach.
     let health = wait_for("/healthz to answer", Duration::from_secs(30), || async {
