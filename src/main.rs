@@ -7,9 +7,9 @@ use clap::{Parser, Subcommand};
 
 mod cli;
 
-/// mimalloc instead of glibc's malloc: rendering builds and frees hundreds of small
-/// JSON nodes per instance on every reconcile, and mimalloc's thread-local free
-/// lists make that several times cheaper (docs/benchmarks.md, "The pure core").
+/// mimalloc instead of glibc's malloc: every reconcile renders, allocating and
+/// freeing many small strings and maps per instance, and mimalloc's thread-local
+/// free lists make that cheaper (docs/benchmarks.md, "The pure core").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

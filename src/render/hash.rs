@@ -12,16 +12,16 @@
 //!
 //! Any change in rendered output therefore changes the revision; nothing else does.
 //!
-//! [`canonical_json`] is the definition, over any JSON value. The renderer's typed
-//! manifests (`super::manifest`) serialise straight into that form, so
-//! [`manifest_hash`] writes them with serde_json and never builds a `Value`; the
-//! render tests check the two agree for every kind.
+//! [`canonical_json`] is the definition, over any JSON value; it is off the hot
+//! path (tests, and the manifests' constants once per process). The renderer's
+//! typed manifests (`super::manifest`) serialise straight into that form, so
+//! [`manifest_hash`] writes them with `super::writer` and never builds a `Value`;
+//! the render tests check the two agree for every kind.
 
 use std::cell::RefCell;
-use std::sync::LazyLock;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::ObjectId;
@@ -59,12 +59,17 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             out.push(b'{');
-            if maps_iterate_sorted() {
-                write_entries(map.iter(), out);
-            } else {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                write_entries(entries.into_iter(), out);
+            // Sorted here, whatever order the map iterates in (serde_json's
+            // `preserve_order` would change it): this is the definition.
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(k, out);
+                out.push(b':');
+                write_canonical(v, out);
             }
             out.push(b'}');
         }
@@ -84,31 +89,6 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => serde_json::to_writer(out, n).expect(INFALLIBLE),
     }
-}
-
-fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
-    for (i, (k, v)) in entries.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(k, out);
-        out.push(b':');
-        write_canonical(v, out);
-    }
-}
-
-/// Whether serde_json's maps iterate in byte order of their keys. They do (a
-/// `BTreeMap` of `String`s) unless a dependency turns on `preserve_order`; as that
-/// is a property of the type, not of a map, it is checked once instead of per map.
-fn maps_iterate_sorted() -> bool {
-    static SORTED: LazyLock<bool> = LazyLock::new(|| {
-        let map: Map<String, Value> = ["b", "a"]
-            .into_iter()
-            .map(|k| (k.to_string(), Value::Null))
-            .collect();
-        map.keys().is_sorted_by(|a, b| a.as_bytes() <= b.as_bytes())
-    });
-    *SORTED
 }
 
 /// A string exactly as serde_json writes it. Nearly every string of a manifest (keys,

@@ -95,7 +95,6 @@ impl Desired {
         objects.sort_by(|a, b| a.id.cmp(&b.id));
         let revision = hash::revision(objects.iter().map(|o| (&o.id, o.hash.as_str())));
         for object in &mut objects {
-            // Disjoint fields: the stamp is borrowed, not copied before `stamp` copies it.
             let stamp = expected_stamp(&object.id, &object.hash, &revision);
             object
                 .manifest
