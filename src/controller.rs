@@ -273,7 +273,7 @@ fn error_policy(
     error: &reconcile::Error,
     ctx: Arc<Context>,
 ) -> Action {
-    let failures = ctx.transient_failure(&instance);
+    let failures = error.failures();
     let delay = ctx
         .policy
         .transient_backoff(failures, jitter(&instance, failures));
@@ -285,12 +285,15 @@ fn error_policy(
         "reconcile failed; retrying"
     );
     ctx.metrics.record_error(error.label());
+    if let reconcile::Error::Transient { failure, .. } = error {
+        ctx.metrics.record_failure(failure);
+    }
     Action::requeue(delay)
 }
 
 /// A number in 0..1, different per instance and attempt (and per process: the
 /// hasher's keys are random), to spread retries.
-fn jitter(instance: &KuraInstance, failures: u32) -> f64 {
+pub fn jitter(instance: &KuraInstance, failures: u32) -> f64 {
     use std::hash::BuildHasher;
     static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
         std::sync::OnceLock::new();
@@ -409,6 +412,7 @@ mod tests {
 
     use super::compact_managed_fields;
     use crate::reconcile::observe::live_child;
+    use crate::reconcile::plan::Owner;
 
     fn entry(
         manager: &str,
@@ -463,11 +467,11 @@ mod tests {
             ]},
         }))
         .unwrap();
-        let before = live_child(&sts.metadata);
+        let before = live_child(&sts.metadata, Owner::Ours);
         assert!(before.owned_fields.is_some());
         assert_eq!(before.other_managers, ["kubectl"]);
         compact_managed_fields(&mut sts);
-        assert_eq!(live_child(&sts.metadata), before);
+        assert_eq!(live_child(&sts.metadata, Owner::Ours), before);
         let kept = sts.metadata.managed_fields.unwrap();
         assert_eq!(kept.len(), 2);
         assert!(kept.iter().all(|m| m.subresource.is_none()));
@@ -476,9 +480,9 @@ mod tests {
             "metadata": {"name": "b", "managedFields": [entry("kubectl", "Update", None, "replicas")]},
         }))
         .unwrap();
-        let before = live_child(&foreign.metadata);
+        let before = live_child(&foreign.metadata, Owner::Ours);
         compact_managed_fields(&mut foreign);
-        assert_eq!(live_child(&foreign.metadata), before);
+        assert_eq!(live_child(&foreign.metadata, Owner::Ours), before);
         assert_eq!(before.owned_fields, None);
     }
 }

@@ -16,14 +16,16 @@ use crate::api::{Condition, ConditionStatus, KuraGateway, KuraGatewayStatus, Kur
 use crate::context::Context;
 use crate::controller::Scope;
 use crate::keys::{FIELD_MANAGER, GATEWAY_FINALIZER, LABEL_GATEWAY};
-use crate::reconcile::{apply, prune::gateway_in_use};
+use crate::kind::ChildKind;
+use crate::reconcile::plan::ApplyOp;
+use crate::reconcile::{apply, prune::gateway_user};
 use crate::render::ObjectId;
 use crate::render::gateway::render_gateway;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     #[error(transparent)]
-    Apply(#[from] apply::ApplyError),
+    Apply(#[from] apply::Failure),
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("finalizer: {0}")]
@@ -62,12 +64,14 @@ async fn apply_gateway(
         .iter()
         .map(|i| (**i).clone())
         .collect();
-    if !gateway_in_use(&name, &ns, &cached, "", &config) {
-        // Confirm with a live read before deleting: the cache may lag a new instance.
+    let class = gw.spec.ingress_class_name.clone();
+    if gateway_user(&name, &class, &ns, &cached, &[], "", &config).is_none() {
+        // Confirm with live reads before deleting: the cache may lag a new instance.
         let live = Api::<KuraInstance>::namespaced(ctx.client.clone(), &ns)
             .list(&ListParams::default())
             .await?;
-        if !gateway_in_use(&name, &ns, &live.items, "", &config) {
+        let on_class = crate::reconcile::prune::ingress_classes(&ctx.client, &ns, "").await?;
+        if gateway_user(&name, &class, &ns, &live.items, &on_class, "", &config).is_none() {
             tracing::info!(gateway = %name, namespace = %ns, "no instance references this gateway; deleting it");
             api.delete(&name, &DeleteParams::background()).await?;
             return Ok(Action::await_change());
@@ -86,7 +90,21 @@ async fn apply_gateway(
     if applied && present {
         return Ok(Action::requeue(ctx.resync));
     }
-    apply::apply(&ctx.client, &desired).await?;
+    let ops: Vec<ApplyOp> = desired
+        .objects
+        .iter()
+        .map(|o| ApplyOp {
+            id: o.id.clone(),
+            create: ctx.stores.meta(&o.id).is_none(),
+            clear_address: false,
+        })
+        .collect();
+    let uid = gw.metadata.uid.clone().unwrap_or_default();
+    let target = apply::For {
+        uid: &uid,
+        name: &name,
+    };
+    apply::apply(&ctx.client, &desired, &ops, &target).await?;
     let prev = gw.status.clone().unwrap_or_default();
     let now = jiff::Timestamp::now().to_string();
     let ready = Condition::new(
@@ -112,8 +130,7 @@ async fn apply_gateway(
 
 async fn cleanup(gw: &KuraGateway, ctx: &Context) -> Result<Action, GatewayError> {
     let class = ObjectId {
-        api_version: "networking.k8s.io/v1".into(),
-        kind: "IngressClass".into(),
+        kind: ChildKind::IngressClass,
         namespace: None,
         name: gw.spec.ingress_class_name.clone(),
     };

@@ -22,6 +22,16 @@ pub const ANNOTATION_REVISION: &str = "kura.dev/revision";
 pub const ANNOTATION_POD_TEMPLATE_HASH: &str = "kura.dev/pod-template-hash";
 /// The force re-apply token users set with `kubectl annotate`.
 pub const ANNOTATION_REAPPLY_AT: &str = "kura.dev/reapply-at";
+/// Set by a user on an existing object that carries no controller owner, with
+/// the name of an instance of its namespace as the value: that instance may
+/// take the object over. The only way the operator ever writes to an object it
+/// did not create.
+pub const ANNOTATION_ADOPT: &str = "kura.dev/adopt";
+/// The resourceVersion sent with the apply that creates an object: no live
+/// object has it (etcd's first revision is spent before any object of ours can
+/// exist), so the apiserver answers 409 instead of taking over an object that
+/// already has the name, and creates the object when the name is free.
+pub const CREATE_ONLY_RESOURCE_VERSION: &str = "1";
 
 /// Finalizer on a KuraGateway: its IngressClass is cluster-scoped and cannot be
 /// owned by a namespaced object, so the garbage collector cannot remove it.

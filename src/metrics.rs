@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::conditions::{self, STALLED};
 use crate::api::{KuraInstance, Phase};
+use crate::reconcile::apply::{Failure, FailureClass, Stage};
 use crate::reconcile::status::Outcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -30,6 +31,12 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    stage: &'static str,
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabel {
     phase: String,
 }
@@ -40,6 +47,7 @@ pub struct Metrics {
     duration: Histogram,
     applies: Family<ReasonLabel, Counter>,
     pruned: Counter,
+    failures: Family<FailureLabels, Counter>,
     instances: Family<PhaseLabel, Gauge>,
     stalled: Gauge,
     leader: Gauge,
@@ -55,6 +63,7 @@ impl Default for Metrics {
         let duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         let applies = Family::<ReasonLabel, Counter>::default();
         let pruned = Counter::default();
+        let failures = Family::<FailureLabels, Counter>::default();
         let instances = Family::<PhaseLabel, Gauge>::default();
         let stalled = Gauge::default();
         let leader = Gauge::default();
@@ -80,6 +89,11 @@ impl Default for Metrics {
             pruned.clone(),
         );
         registry.register(
+            "failures",
+            "Failed requests of reconciles, by stage (apply, prune) and class (transient: retried quickly, reported after a while; rejected: by the apiserver, a webhook or a policy; name-conflict: an object of the name is not the instance's)",
+            failures.clone(),
+        );
+        registry.register(
             "instances",
             "KuraInstances in the watched namespaces by status phase (None: not reconciled yet)",
             instances.clone(),
@@ -100,6 +114,7 @@ impl Default for Metrics {
             duration,
             applies,
             pruned,
+            failures,
             instances,
             stalled,
             leader,
@@ -121,7 +136,25 @@ impl Metrics {
             }
             self.pruned.inc_by(pruned.deleted.len() as u64);
         }
+        if let Some(failure) = outcome.failure() {
+            self.record_failure(failure);
+        }
         self.count(outcome.label());
+    }
+
+    pub fn record_failure(&self, failure: &Failure) {
+        let class = match failure.class {
+            FailureClass::Transient => "transient",
+            FailureClass::Rejected => "rejected",
+            FailureClass::NameConflict => "name-conflict",
+        };
+        let stage = match failure.stage {
+            Stage::Apply => "apply",
+            Stage::Prune => "prune",
+        };
+        self.failures
+            .get_or_create(&FailureLabels { stage, class })
+            .inc();
     }
 
     pub fn record_error(&self, label: &'static str) {
@@ -231,10 +264,12 @@ mod tests {
             &Outcome::Applied {
                 reasons: vec![ApplyReason::Forced, ApplyReason::ChildMissing("cm".into())],
                 inventory: vec![],
+                sent: vec![],
                 pruned: PruneOutcome {
                     deleted: vec!["a".into(), "b".into()],
-                    kept: vec![],
+                    ..PruneOutcome::default()
                 },
+                streak: None,
             },
             None,
         );

@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Wait before a Stalled instance is retried (never less than one minute).
     #[arg(long, env = "KURA_STALL_WINDOW", default_value = "10m", value_parser = parse_duration)]
     pub stall_window: Duration,
+
+    /// Transient failures (throttling, a 5xx from the apiserver or a webhook)
+    /// of the same inputs are retried quietly this long, then reported in status,
+    /// as an Event and a metric while the retries go on.
+    #[arg(long, env = "KURA_TRANSIENT_REPORT_AFTER", default_value = "60s", value_parser = parse_duration)]
+    pub transient_report_after: Duration,
 }
 
 /// `90s`, `10m`, `1h`, `500ms`, or plain seconds.
@@ -161,8 +167,10 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut streams = controller::streams(&scope);
     probes.set_instances(streams.stores.instances.clone());
+    // Nobody reconciles before every cache has listed once: a restarted
+    // operator would see every child "missing" and re-apply the whole fleet.
     let (leader_tx, leader_rx) = tokio::sync::watch::channel(LeaderState {
-        leading: !args.leader_elect,
+        leading: false,
         healthy: true,
     });
     let reporter = Reporter {
@@ -177,16 +185,14 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         policy: RetryPolicy {
             budget: args.retry_budget,
             stall_window: args.stall_window,
+            transient_report_after: args.transient_report_after,
             ..RetryPolicy::default()
         },
         resync: args.resync,
         metrics: probes.metrics.clone(),
         leader: leader_rx.clone(),
         faults: Faults::from_env(),
-        written: Default::default(),
-        transient: Default::default(),
-        status_written_at: Default::default(),
-        applied: Default::default(),
+        memory: Default::default(),
     });
 
     let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());
@@ -221,11 +227,18 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             }
             probes.set_synced();
             tracing::info!("caches synced");
-            if let Some(settings) = lease {
-                // Campaign only with warm caches: a new leader reconciles at once.
-                probes.set_leader(leader_rx.clone());
-                crate::leader::campaign(client, settings, leader_tx, released).await;
-            }
+            let Some(settings) = lease else {
+                // Without an election this process leads from now on.
+                leader_tx.send_replace(LeaderState {
+                    leading: true,
+                    healthy: true,
+                });
+                let _ = released.await;
+                return;
+            };
+            // Campaign only with warm caches: a new leader reconciles at once.
+            probes.set_leader(leader_rx.clone());
+            crate::leader::campaign(client, settings, leader_tx, released).await;
         }
     };
     let leader_gauge = follow_leader(ctx.leader.clone(), probes.metrics.clone());
@@ -244,6 +257,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     tokio::select! {
         _ = async { tokio::join!(controllers, election, signal) } => {}
         _ = leader_gauge => {}
+        _ = sweep_memory(ctx.clone()) => {}
     }
     let _ = serving.await;
     Ok(())
@@ -265,6 +279,24 @@ fn started_leading(
             rx.changed().await.ok()?;
         }
     })
+}
+
+/// Drops the memory of instances that left the cache (deleted, or out of
+/// scope): the one cleanup of `memory::Memory`, once a minute.
+async fn sweep_memory(ctx: std::sync::Arc<crate::context::Context>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let live = ctx
+            .stores
+            .instances
+            .state()
+            .iter()
+            .filter_map(|i| i.metadata.uid.clone())
+            .collect();
+        ctx.memory.retain(&live);
+    }
 }
 
 /// Keeps the leader gauge equal to the role; never returns while the role can change.

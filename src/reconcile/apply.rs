@@ -1,100 +1,226 @@
-//! `apply`: server-side apply of the desired set under one field manager. Fields
-//! other actors own are left alone (INCIDENTS.md #4); fields we render are ours
-//! (`force`), and an unchanged object is a no-op that keeps its resourceVersion.
+//! `apply`: server-side apply of the objects `plan` chose, under one field
+//! manager. Fields other actors own are left alone (INCIDENTS.md #4); fields we
+//! render are ours (`force`). An object the caches do not show is created with
+//! a create-only apply, which the apiserver refuses when the name is taken: an
+//! existing object is never taken over unless it is this instance's own (the
+//! cache lagged) or was handed over with `kura.dev/adopt`.
 
-use futures::future::try_join_all;
+use std::collections::BTreeMap;
+
+use futures::future::join_all;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 
-use super::observe::owned_fields;
-use crate::api::InventoryEntry;
-use crate::keys::FIELD_MANAGER;
+use super::observe::{owned_fields, owner};
+use super::plan::{ApplyOp, Owner};
+use crate::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
 use crate::render::{Desired, ObjectId, RenderedObject};
 
-#[derive(Debug, thiserror::Error)]
-#[error("applying {object}: {source}")]
-pub struct ApplyError {
-    pub object: String,
-    #[source]
-    pub source: kube::Error,
+/// Where a reconcile failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Apply,
+    Prune,
 }
 
-impl ApplyError {
-    /// Throttling, server errors and transport failures say nothing about the
-    /// input: they are retried with backoff without spending the retry budget
-    /// (a throttled fleet must not go Stalled).
-    pub fn is_transient(&self) -> bool {
-        match &self.source {
-            kube::Error::Api(s) => s.code == 429 || s.code >= 500,
-            _ => true,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureClass {
+    /// Throttling, a server error (a webhook whose service is down answers
+    /// 500), the apiserver out of reach: says nothing about the input.
+    Transient,
+    /// The apiserver, a webhook or an admission policy refused the request.
+    Rejected,
+    /// An object of the name exists and is not this instance's.
+    NameConflict,
+}
+
+/// One failed request, with everything a user needs to act on it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{verb} {object}: {message}")]
+pub struct Failure {
+    pub stage: Stage,
+    pub class: FailureClass,
+    pub object: String,
+    pub verb: &'static str,
+    /// The HTTP status of the apiserver's answer, when it answered.
+    pub code: Option<u16>,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn from_kube(stage: Stage, verb: &'static str, object: &ObjectId, e: &kube::Error) -> Self {
+        let (class, code, message) = match e {
+            kube::Error::Api(s) => {
+                let transient = s.code == 429 || s.code >= 500 || s.code == 409;
+                let class = if transient {
+                    FailureClass::Transient
+                } else {
+                    FailureClass::Rejected
+                };
+                (class, Some(s.code), format!("{} ({})", s.message, s.code))
+            }
+            other => (FailureClass::Transient, None, other.to_string()),
+        };
+        Failure {
+            stage,
+            class,
+            object: object.to_string(),
+            verb,
+            code,
+            message,
         }
     }
-}
 
-pub fn api_resource(id: &ObjectId) -> ApiResource {
-    let (group, version) = id
-        .api_version
-        .rsplit_once('/')
-        .unwrap_or(("", id.api_version.as_str()));
-    let gvk = GroupVersionKind::gvk(group, version, &id.kind);
-    let plural = match id.kind.as_str() {
-        "NetworkPolicy" => "networkpolicies".to_string(),
-        "IngressClass" => "ingressclasses".to_string(),
-        "Ingress" => "ingresses".to_string(),
-        kind => format!("{}s", kind.to_ascii_lowercase()),
-    };
-    ApiResource::from_gvk_with_plural(&gvk, &plural)
+    pub fn is_transient(&self) -> bool {
+        self.class == FailureClass::Transient
+    }
 }
 
 pub fn dynamic_api(client: &Client, id: &ObjectId) -> Api<DynamicObject> {
-    let ar = api_resource(id);
+    let ar = id.kind.api_resource();
     match &id.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
+        Some(ns) if id.kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
     }
 }
 
-/// Objects the workload and the ingresses depend on go first (a pod cannot be
-/// created before its ServiceAccount exists).
-fn wave(object: &RenderedObject) -> u8 {
-    match object.id.kind.as_str() {
-        "StatefulSet" | "Deployment" | "Ingress" => 1,
-        _ => 0,
-    }
+/// The instance the objects are applied for: judges whose an existing object is.
+pub struct For<'a> {
+    pub uid: &'a str,
+    pub name: &'a str,
 }
 
-/// Apply every object; returns the inventory with each object's owned-field fingerprint.
-pub async fn apply(client: &Client, desired: &Desired) -> Result<Vec<InventoryEntry>, ApplyError> {
-    let mut fingerprints = std::collections::BTreeMap::new();
-    for w in 0..=1 {
-        let batch = desired
-            .objects
+/// Send `ops` in waves; returns the owned-field fingerprint of each object sent.
+/// A wave with a failure ends the apply (nothing of a later wave is sent); its
+/// name conflicts are reported together, each object named.
+pub async fn apply(
+    client: &Client,
+    desired: &Desired,
+    ops: &[ApplyOp],
+    instance: &For<'_>,
+) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
+    let mut fingerprints = BTreeMap::new();
+    let mut waves: Vec<u8> = ops.iter().map(|op| op.id.kind.wave()).collect();
+    waves.sort_unstable();
+    waves.dedup();
+    for wave in waves {
+        let batch = ops
             .iter()
-            .filter(|o| wave(o) == w)
-            .map(|o| async move {
-                let api = dynamic_api(client, &o.id);
-                let params = PatchParams::apply(FIELD_MANAGER).force();
-                let applied = api
-                    .patch(&o.id.name, &params, &Patch::Apply(&o.manifest))
-                    .await
-                    .map_err(|source| ApplyError {
-                        object: o.id.to_string(),
-                        source,
-                    })?;
-                Ok::<_, ApplyError>((o.id.clone(), owned_fields(&applied.metadata)))
-            });
-        fingerprints.extend(try_join_all(batch).await?);
+            .filter(|op| op.id.kind.wave() == wave)
+            .filter_map(|op| Some((op, desired.objects.iter().find(|o| o.id == op.id)?)))
+            .map(|(op, object)| apply_one(client, op, object, instance));
+        let mut failures = Vec::new();
+        for result in join_all(batch).await {
+            match result {
+                Ok((id, fingerprint)) => {
+                    fingerprints.insert(id, fingerprint);
+                }
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if let Some(failure) = first_failure(failures) {
+            return Err(failure);
+        }
     }
-    Ok(desired
-        .inventory()
-        .into_iter()
-        .map(|mut e| {
-            e.owned_fields = fingerprints
-                .get(&ObjectId::from_inventory(&e))
-                .cloned()
-                .flatten();
-            e
-        })
-        .collect())
+    Ok(fingerprints)
+}
+
+/// The failure to report for a wave: all name conflicts in one, else the
+/// first rejection, else the first transient failure (what a user can act on
+/// comes first).
+fn first_failure(mut failures: Vec<Failure>) -> Option<Failure> {
+    let conflicts: Vec<Failure> = failures
+        .iter()
+        .filter(|f| f.class == FailureClass::NameConflict)
+        .cloned()
+        .collect();
+    if let Some(first) = conflicts.first() {
+        let message = conflicts
+            .iter()
+            .map(|f| f.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let object = conflicts
+            .iter()
+            .map(|f| f.object.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(Failure {
+            message,
+            object,
+            ..first.clone()
+        });
+    }
+    failures.sort_by_key(|f| f.class == FailureClass::Transient);
+    failures.into_iter().next()
+}
+
+async fn apply_one(
+    client: &Client,
+    op: &ApplyOp,
+    object: &RenderedObject,
+    instance: &For<'_>,
+) -> Result<(ObjectId, Option<String>), Failure> {
+    let api = dynamic_api(client, &op.id);
+    let fail = |verb, e: &kube::Error| Failure::from_kube(Stage::Apply, verb, &op.id, e);
+    if op.clear_address {
+        clear_address(&api, &op.id)
+            .await
+            .map_err(|e| fail("clear the address of", &e))?;
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let applied = if op.create {
+        let mut body = object.body();
+        body["metadata"]["resourceVersion"] = CREATE_ONLY_RESOURCE_VERSION.into();
+        match api.patch(&op.id.name, &params, &Patch::Apply(&body)).await {
+            Ok(created) => created,
+            // The name is taken: by this instance's own object the cache has not
+            // shown yet, by an object handed over, or by someone else's.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let live = api.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
+                match owner(&live.metadata, op.id.kind, instance.uid, instance.name) {
+                    Owner::Ours | Owner::Adopt => api
+                        .patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
+                        .await
+                        .map_err(|e| fail("apply", &e))?,
+                    Owner::Foreign(whose) => {
+                        return Err(Failure {
+                            stage: Stage::Apply,
+                            class: FailureClass::NameConflict,
+                            object: op.id.to_string(),
+                            verb: "create",
+                            code: Some(409),
+                            message: format!("{} exists and {whose}", op.id),
+                        });
+                    }
+                }
+            }
+            Err(e) => return Err(fail("create", &e)),
+        }
+    } else {
+        api.patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
+            .await
+            .map_err(|e| fail("apply", &e))?
+    };
+    if op.clear_address {
+        // Again after the class moved: the old controller may have written the
+        // address back in between.
+        clear_address(&api, &op.id)
+            .await
+            .map_err(|e| fail("clear the address of", &e))?;
+    }
+    Ok((op.id.clone(), owned_fields(&applied.metadata)))
+}
+
+/// Removes the addresses an ingress controller wrote into an Ingress's status.
+async fn clear_address(api: &Api<DynamicObject>, id: &ObjectId) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({"status": {"loadBalancer": {"ingress": null}}});
+    match api
+        .patch_status(&id.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
 }

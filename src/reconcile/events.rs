@@ -4,7 +4,7 @@
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
-use super::status::Outcome;
+use super::status::{Outcome, failure_reason};
 use crate::api::conditions::{READY, STALLED, VALID, find};
 use crate::api::{ConditionStatus, KuraInstance, KuraInstanceStatus};
 use crate::context::Context;
@@ -27,17 +27,45 @@ pub fn events_for(
         find(&new.conditions, t).is_some_and(|c| c.status == to)
             && find(&prev.conditions, t).is_none_or(|c| c.status != to)
     };
+    // A failure is news when Ready starts to say it (another reason or
+    // message), not on every retry of the same error.
+    let ready_news = || {
+        let reason_and_message = |s: &KuraInstanceStatus| {
+            find(&s.conditions, READY).map(|c| (c.reason.clone(), c.message.clone()))
+        };
+        reason_and_message(prev) != reason_and_message(new)
+    };
+    if let Some(failure) = outcome.failure()
+        && ready_news()
+    {
+        out.push(ev(
+            EventType::Warning,
+            failure_reason(failure),
+            failure.to_string(),
+        ));
+    }
     match outcome {
         Outcome::Applied {
-            reasons, pruned, ..
+            reasons,
+            sent,
+            pruned,
+            ..
         } => {
             let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
             let rev = short(new.applied_revision.as_deref().unwrap_or_default());
-            out.push(ev(
-                EventType::Normal,
-                "Applied",
-                format!("applied revision {rev}: {}", why.join(", ")),
-            ));
+            let note = if sent.is_empty() {
+                format!(
+                    "revision {rev} recorded, every object already carried it: {}",
+                    why.join(", ")
+                )
+            } else {
+                format!(
+                    "applied revision {rev} ({}): {}",
+                    sent.join(", "),
+                    why.join(", ")
+                )
+            };
+            out.push(ev(EventType::Normal, "Applied", note));
             if new.last_handled_reapply_at != prev.last_handled_reapply_at
                 && let Some(token) = &new.last_handled_reapply_at
             {
@@ -59,7 +87,7 @@ pub fn events_for(
             }
             let taken: Vec<String> = reasons
                 .iter()
-                .filter(|r| matches!(r, crate::reconcile::plan::ApplyReason::FieldDrift(..)))
+                .filter(|r| r.is_contested())
                 .map(ToString::to_string)
                 .collect();
             if !taken.is_empty() {
@@ -77,26 +105,11 @@ pub fn events_for(
                 ));
             }
         }
-        Outcome::ApplyFailed { error, .. } => {
-            let failures = new.retry.as_ref().map_or(0, |r| r.failures);
-            if new.last_handled_reapply_at != prev.last_handled_reapply_at
-                && let Some(token) = &new.last_handled_reapply_at
-            {
-                out.push(ev(
-                    EventType::Normal,
-                    "ForcedReapply",
-                    format!("re-apply attempted for kura.dev/reapply-at={token}"),
-                ));
-            }
-            if failures == 1 {
-                out.push(ev(EventType::Warning, "ApplyFailed", error.clone()));
-            }
-            if turned(STALLED, ConditionStatus::True) {
-                let msg = find(&new.conditions, STALLED)
-                    .map(|c| c.message.clone())
-                    .unwrap_or_default();
-                out.push(ev(EventType::Warning, "Stalled", msg));
-            }
+        Outcome::NameConflict(_) if ready_news() => {
+            let msg = find(&new.conditions, READY)
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            out.push(ev(EventType::Warning, "NameConflict", msg));
         }
         Outcome::Invalid(errors) => {
             let changed = find(&prev.conditions, VALID).is_none_or(|c| {
@@ -107,6 +120,12 @@ pub fn events_for(
             }
         }
         _ => {}
+    }
+    if turned(STALLED, ConditionStatus::True) && outcome.failure().is_some() {
+        let msg = find(&new.conditions, STALLED)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        out.push(ev(EventType::Warning, "Stalled", msg));
     }
     if turned(READY, ConditionStatus::True) {
         out.push(ev(

@@ -1,10 +1,10 @@
 //! One reconcile of a `KuraInstance`, as a pipeline:
 //!
-//! observe → validate → render → plan → apply → prune → probe → status
+//! recall → validate → render → observe → plan → rollout (apply, prune) → probe → status
 //!
-//! Only `apply`, `prune` and `status::write` talk to the apiserver; `observe`
-//! reads reflector caches; validate, render, plan, probe and status::compute are
-//! pure.
+//! Only `rollout` (through `apply` and `prune`) and `status::write` talk to the
+//! apiserver; `observe` reads reflector caches, `recall` this process's memory;
+//! validate, render, plan, probe and status::compute are pure.
 
 pub mod apply;
 pub mod events;
@@ -12,6 +12,7 @@ pub mod observe;
 pub mod plan;
 pub mod probe;
 pub mod prune;
+mod rollout;
 pub mod status;
 pub mod stores;
 
@@ -22,7 +23,8 @@ use jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
 
-use self::plan::Plan;
+use self::apply::Failure;
+use self::plan::{Plan, SETTLE, inputs_key};
 use self::status::{Outcome, StatusInputs};
 use crate::api::KuraInstance;
 use crate::context::Context;
@@ -31,24 +33,39 @@ use crate::validate::validate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("pruning: {0}")]
-    Prune(#[source] kube::Error),
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
+    /// A transient failure not reported in status yet (see
+    /// `RetryPolicy::transient_report_after`); retried after the transient backoff.
+    #[error("transient: {failure}")]
+    Transient { failure: Failure, failures: u32 },
+    #[error("writing status: {source}")]
+    Status {
+        #[source]
+        source: kube::Error,
+        failures: u32,
+    },
     #[error("the instance has no namespace or name")]
     Unnamed,
-    #[error("transient: {0}")]
-    Transient(#[source] apply::ApplyError),
 }
 
 impl Error {
     /// The metric label.
     pub fn label(&self) -> &'static str {
         match self {
-            Error::Prune(_) => "prune",
-            Error::Status(_) => "status",
+            Error::Transient { failure, .. } => match failure.stage {
+                apply::Stage::Apply => "transient",
+                apply::Stage::Prune => "prune",
+            },
+            Error::Status { .. } => "status",
             Error::Unnamed => "unnamed",
-            Error::Transient(_) => "transient",
+        }
+    }
+
+    /// Consecutive transient failures, for the error policy's backoff: the
+    /// same count memory keeps (one count, not one per caller).
+    pub fn failures(&self) -> u32 {
+        match self {
+            Error::Transient { failures, .. } | Error::Status { failures, .. } => *failures,
+            Error::Unnamed => 1,
         }
     }
 }
@@ -64,18 +81,22 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     ) else {
         return Err(Error::Unnamed);
     };
-    let cached_rv = instance.metadata.resource_version.clone();
-    let instance = ctx.with_own_status(instance);
-    tracing::trace!(%namespace, instance = %name, ?cached_rv, has_status = instance.status.is_some(), "reconcile start");
     let config = ctx.config();
     let now = Timestamp::now();
+    let recall = ctx.memory.recall(&instance, SETTLE);
 
     let validated = validate(&instance, &config);
     let desired = validated.as_ref().ok().map(|v| render(v, &config));
-    let mut observed = observe::observe(&instance, desired.as_ref(), &ctx.stores);
-    observed.just_applied = desired
+    let mut observed = observe::observe(
+        &instance,
+        recall.status.clone(),
+        desired.as_ref(),
+        &ctx.stores,
+    );
+    let key = desired
         .as_ref()
-        .is_some_and(|d| ctx.just_applied(&instance, &d.revision, observed.force_token.as_deref()));
+        .map(|d| inputs_key(&d.revision, observed.force_token.as_deref()));
+    observed.just_applied = key.is_some() && recall.recently_applied == key;
     let decision = plan::plan(
         &observed,
         desired
@@ -88,58 +109,48 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     let (outcome, requeue) = match decision {
         Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
         Plan::Paused => (Outcome::Paused, ctx.resync),
+        Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
         Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(at, now)),
         Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(at, now)),
         Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
         Plan::Converged => (Outcome::Converged, ctx.resync),
-        Plan::Settling => (Outcome::Converged, plan::SETTLE),
-        Plan::Apply { reasons, prune, .. } => {
+        Plan::Settling => (Outcome::Converged, SETTLE),
+        Plan::Apply {
+            reasons,
+            apply,
+            prune,
+            ..
+        } => {
             let desired = desired
                 .as_ref()
                 .expect("Apply is planned only for a valid instance");
-            match apply::apply(&ctx.client, desired).await {
-                Ok(inventory) => {
-                    ctx.remember_apply(&instance, &desired.revision, observed.force_token.clone());
-                    let pruned = prune::prune(&ctx.client, &ctx.stores, &name, &prune, &config)
-                        .await
-                        .map_err(Error::Prune)?;
-                    ctx.faults.after_apply();
-                    (
-                        Outcome::Applied {
-                            reasons,
-                            inventory,
-                            pruned,
-                        },
-                        ACTIVATION_RECHECK,
-                    )
-                }
-                Err(e) if e.is_transient() => return Err(Error::Transient(e)),
-                Err(e) => {
-                    let failures = observed.status.retry.as_ref().map_or(0, |r| r.failures) + 1;
-                    (
-                        Outcome::ApplyFailed {
-                            reasons,
-                            error: e.to_string(),
-                        },
-                        ctx.policy.backoff(failures),
-                    )
-                }
-            }
+            let key = key.as_deref().unwrap_or_default();
+            rollout::rollout(
+                &ctx,
+                &instance,
+                &observed,
+                desired,
+                rollout::Steps {
+                    reasons,
+                    apply,
+                    prune,
+                    key,
+                },
+                now,
+            )
+            .await?
         }
     };
 
     let activation = match (&outcome, &desired) {
-        (Outcome::Applied { .. } | Outcome::Converged, Some(d)) => {
-            let (sts, ingresses) = probe::gather(d, &ctx.stores);
-            let rolling_out = matches!(outcome, Outcome::Applied { .. })
-                || observed.status.phase != Some(crate::api::Phase::Ready);
-            Some(probe::activation(
-                d,
-                sts.as_deref(),
-                &ingresses,
-                rolling_out,
-            ))
+        (Outcome::Applied { pruned, .. }, Some(d)) if pruned.failure.is_none() => {
+            Some(probe::probe(d, &ctx.stores, true))
         }
+        (Outcome::Converged, Some(d)) => Some(probe::probe(
+            d,
+            &ctx.stores,
+            observed.status.phase != Some(crate::api::Phase::Ready),
+        )),
         _ => None,
     };
     let new_status = status::compute(&StatusInputs {
@@ -151,38 +162,57 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         policy: &ctx.policy,
         now,
     });
-    match &outcome {
-        Outcome::Applied { reasons, .. } => {
-            let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
-            tracing::info!(%namespace, instance = %name, revision = ?new_status.applied_revision_short, reasons = %why.join(", "), "applied");
-        }
-        Outcome::ApplyFailed { error, .. } => {
-            tracing::warn!(%namespace, instance = %name, %error, "apply failed")
-        }
-        _ => {}
-    }
-    tracing::debug!(%namespace, instance = %name, outcome = outcome.label(), "reconciled");
+    log_outcome(&namespace, &name, &outcome, &new_status);
     ctx.metrics.record(&outcome, new_status.phase);
     let events = events::events_for(&observed.status, &new_status, &outcome);
-    if status::worth_writing(
-        &observed.status,
-        &new_status,
-        ctx.since_status_written(&instance),
-    ) {
+    if status::worth_writing(&observed.status, &new_status, recall.since_status_written) {
         let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), &namespace);
-        let rv = status::write(&api, &name, &new_status)
-            .await
-            .map_err(Error::Status)?;
-        ctx.remember_status(&instance, rv, &new_status);
+        match status::write(&api, &name, &new_status).await {
+            Ok(rv) => ctx.memory.status_written(&instance, rv, &new_status),
+            Err(source) => {
+                let streak = ctx.memory.transient_failure(&instance, "status", now);
+                return Err(Error::Status {
+                    source,
+                    failures: streak.failures,
+                });
+            }
+        }
         tracing::debug!(%namespace, instance = %name, changed = ?status::changes(&observed.status, &new_status), "status written");
     }
     events::publish(&ctx, &instance, events);
-    ctx.transient_success(&instance);
+    if !outcome.failure().is_some_and(Failure::is_transient) {
+        ctx.memory.transient_over(&instance);
+    }
     let requeue = match activation {
         Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
         _ => requeue,
     };
     Ok(Action::requeue(requeue))
+}
+
+fn log_outcome(
+    namespace: &str,
+    name: &str,
+    outcome: &Outcome,
+    status: &crate::api::KuraInstanceStatus,
+) {
+    match outcome {
+        Outcome::Applied { reasons, sent, .. } => {
+            let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+            tracing::info!(%namespace, instance = %name, revision = ?status.applied_revision_short, reasons = %why.join(", "), sent = %sent.join(", "), "applied");
+        }
+        Outcome::ApplyFailed { failure, .. } => {
+            tracing::warn!(%namespace, instance = %name, error = %failure, "apply failed")
+        }
+        Outcome::NameConflict(conflicts) => {
+            tracing::warn!(%namespace, instance = %name, conflicts = %conflicts.join("; "), "name conflict: nothing applied")
+        }
+        _ => {}
+    }
+    if let Some(failure) = outcome.failure().filter(|f| f.stage == apply::Stage::Prune) {
+        tracing::warn!(%namespace, instance = %name, error = %failure, "prune failed");
+    }
+    tracing::debug!(%namespace, instance = %name, outcome = outcome.label(), "reconciled");
 }
 
 fn until(at: Timestamp, now: Timestamp) -> Duration {

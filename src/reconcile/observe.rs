@@ -4,38 +4,58 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::plan::{LiveChild, Observed};
+use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
-use crate::api::KuraInstance;
-use crate::keys::{ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER};
+use crate::api::{KuraInstance, KuraInstanceStatus};
+use crate::keys::{
+    ANNOTATION_ADOPT, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER, LABEL_MANAGED_BY,
+    MANAGED_BY_VALUE,
+};
+use crate::kind::ChildKind;
 use crate::render::hash::hex_sha256;
 use crate::render::{Desired, ObjectId};
 
-pub fn observe(instance: &KuraInstance, desired: Option<&Desired>, stores: &Stores) -> Observed {
-    let status = instance.status.clone().unwrap_or_default();
+/// `status`: the status to decide from (the cache's, or a fresher one this
+/// process wrote; see `memory::Memory::recall`).
+pub fn observe(
+    instance: &KuraInstance,
+    status: Option<KuraInstanceStatus>,
+    desired: Option<&Desired>,
+    stores: &Stores,
+) -> Observed {
+    let status = status.unwrap_or_default();
+    let name = instance.metadata.name.as_deref().unwrap_or_default();
+    let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
+    let uid = instance.metadata.uid.as_deref().unwrap_or_default();
     let mut ids: Vec<ObjectId> = status
         .inventory
         .iter()
-        .map(ObjectId::from_inventory)
+        .filter_map(ObjectId::from_inventory)
         .collect();
     if let Some(d) = desired {
         ids.extend(d.objects.iter().map(|o| o.id.clone()));
     }
+    ids.extend(stores.labelled_as(namespace, name));
     let children: BTreeMap<ObjectId, LiveChild> = ids
         .into_iter()
         .filter_map(|id| {
             let meta = stores.meta(&id)?;
-            Some((id, live_child(&meta)))
+            let mut live = live_child(&meta, owner(&meta, id.kind, uid, name));
+            if id.kind == ChildKind::Ingress {
+                live.ingress_class = stores
+                    .ingress(&id)
+                    .and_then(|i| i.spec.as_ref()?.ingress_class_name.clone());
+            }
+            Some((id, live))
         })
         .collect();
     let running_image = desired.and_then(|d| {
-        let sts_id = d
+        let sts_id = &d
             .objects
             .iter()
-            .find(|o| o.id.kind == "StatefulSet")?
-            .id
-            .clone();
-        let sts = stores.stateful_set(&sts_id)?;
+            .find(|o| o.id.kind == ChildKind::StatefulSet)?
+            .id;
+        let sts = stores.stateful_set(sts_id)?;
         let pod = sts.spec.as_ref()?.template.spec.as_ref()?;
         pod.containers
             .iter()
@@ -59,7 +79,7 @@ pub fn observe(instance: &KuraInstance, desired: Option<&Desired>, stores: &Stor
     }
 }
 
-pub fn live_child(meta: &ObjectMeta) -> LiveChild {
+pub fn live_child(meta: &ObjectMeta, owner: Owner) -> LiveChild {
     LiveChild {
         revision: meta
             .annotations
@@ -68,9 +88,57 @@ pub fn live_child(meta: &ObjectMeta) -> LiveChild {
             .cloned(),
         owned_fields: owned_fields(meta),
         other_managers: other_managers(meta),
+        owner,
+        ingress_class: None,
     }
 }
 
+/// Whose an object is, from its metadata. An instance's child is its own when
+/// the instance's uid is its controller owner reference: names are not proof
+/// (anyone may create an object of any name first), uids cannot be forged from
+/// another object. A gateway is shared, so it has no owner: it is ours when
+/// this operator created it (labelled, and applied by our field manager).
+pub fn owner(meta: &ObjectMeta, kind: ChildKind, instance_uid: &str, instance_name: &str) -> Owner {
+    if kind == ChildKind::KuraGateway {
+        let labelled = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_MANAGED_BY))
+            .is_some_and(|v| v == MANAGED_BY_VALUE);
+        let applied_by_us = meta.managed_fields.iter().flatten().any(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        });
+        return if labelled && applied_by_us {
+            Owner::Ours
+        } else {
+            Owner::Foreign("was not created by kura-operator".into())
+        };
+    }
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true));
+    if controller.is_some_and(|r| !instance_uid.is_empty() && r.uid == instance_uid) {
+        return Owner::Ours;
+    }
+    let handed_over = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ADOPT))
+        .is_some_and(|v| v == instance_name);
+    match controller {
+        // Adoption never takes an object from another controller.
+        None if handed_over => Owner::Adopt,
+        Some(r) => Owner::Foreign(format!("is controlled by {} {}", r.kind, r.name)),
+        None => Owner::Foreign(format!(
+            "was not created by this instance (to hand it over, annotate it {ANNOTATION_ADOPT}={instance_name})"
+        )),
+    }
+}
+
+/// Other managers of the object's spec and metadata (status writers are not
+/// rivals: they own no field this operator renders).
 fn other_managers(meta: &ObjectMeta) -> Vec<String> {
     let mut names: Vec<String> = meta
         .managed_fields

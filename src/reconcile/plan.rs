@@ -6,15 +6,36 @@
 //! manager, or a new force token — in every phase. Activation progress, retry
 //! state or an in-flight wait never suppress it (INCIDENTS.md #1, #3); they only
 //! decide *when* a failing apply is retried (#2).
+//!
+//! Only what differs is sent: a force token (or a first apply) sends every
+//! object; otherwise an object is sent when it is missing, carries another
+//! revision, lost fields to another manager, or (the StatefulSet) runs another
+//! image. Objects of this instance that the desired set lacks — in the last
+//! inventory, or found by their labels after an apply that failed half-way —
+//! are pruned. An object of the desired name that this instance did not create
+//! is never sent: the instance reports the name conflict.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
-use crate::api::{InventoryEntry, KuraInstanceStatus};
-use crate::render::{Desired, ObjectId};
+use crate::api::KuraInstanceStatus;
+use crate::kind::ChildKind;
+use crate::render::{Desired, ObjectId, RenderedObject};
 use crate::validate::ValidationErrors;
+
+/// Who an object found under a desired (or inventoried) name belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Created by this instance (its controller owner reference), or a
+    /// gateway created by this operator.
+    Ours,
+    /// Not ours, but handed over on purpose with `kura.dev/adopt: <instance>`.
+    Adopt,
+    /// Someone else's: never written, never deleted. Says whose.
+    Foreign(String),
+}
 
 /// What the cluster says about one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +46,22 @@ pub struct LiveChild {
     pub owned_fields: Option<String>,
     /// Other field managers of the object's spec and metadata (not status).
     pub other_managers: Vec<String>,
+    pub owner: Owner,
+    /// An Ingress's class as it is now.
+    pub ingress_class: Option<String>,
+}
+
+impl LiveChild {
+    /// A child as this operator leaves it (for tests and examples).
+    pub fn ours(revision: &str, owned_fields: &str) -> LiveChild {
+        LiveChild {
+            revision: Some(revision.to_string()),
+            owned_fields: Some(owned_fields.to_string()),
+            other_managers: Vec::new(),
+            owner: Owner::Ours,
+            ingress_class: None,
+        }
+    }
 }
 
 /// Everything `plan` needs from the cluster, already read.
@@ -35,12 +72,13 @@ pub struct Observed {
     /// The `kura.dev/reapply-at` annotation.
     pub force_token: Option<String>,
     pub paused: bool,
-    /// Live state of every desired and every inventoried object; absent = missing.
+    /// Live state of every desired object, every inventoried one, and every
+    /// object the caches hold labelled as this instance's; absent = missing.
     pub children: BTreeMap<ObjectId, LiveChild>,
     /// The image the workload runs (its pod template's), if the workload exists.
     pub running_image: Option<String>,
-    /// This process applied the desired revision (with this force token) within
-    /// the last [`SETTLE`]: the caches may not show that write yet.
+    /// This process applied these very inputs within the last [`SETTLE`]: the
+    /// caches may not show that write yet.
     pub just_applied: bool,
 }
 
@@ -57,6 +95,9 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// Wait before a Stalled instance is retried; never below [`MIN_STALL_WINDOW`].
     pub stall_window: Duration,
+    /// How long transient failures of the same inputs are retried quietly
+    /// before they are reported in status, as an Event and a metric.
+    pub transient_report_after: Duration,
 }
 
 /// A small configured window must not make a stalled instance hot (INCIDENTS.md #2).
@@ -69,6 +110,7 @@ impl Default for RetryPolicy {
             base_backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),
             stall_window: Duration::from_secs(600),
+            transient_report_after: Duration::from_secs(60),
         }
     }
 }
@@ -84,6 +126,16 @@ impl RetryPolicy {
         self.base_backoff
             .saturating_mul(2u32.saturating_pow(exp))
             .min(self.max_backoff)
+    }
+
+    /// The wait after `failures` recorded failures: the backoff, or the stall
+    /// window once the budget is spent.
+    pub fn wait_after(&self, failures: i64) -> (Duration, bool) {
+        if failures >= i64::from(self.budget) {
+            (self.stall_window(), true)
+        } else {
+            (self.backoff(failures), false)
+        }
     }
 
     /// Backoff after `failures` consecutive transient failures (throttling, a
@@ -111,8 +163,9 @@ pub enum ApplyReason {
     Initial,
     /// The desired revision differs from the applied one.
     ManifestDrift,
-    /// The workload runs another image than desired.
-    ImageDrift,
+    /// The workload runs another image than desired (named: whoever else owns
+    /// the image field, if anyone).
+    ImageDrift(Vec<String>),
     /// The force token changed.
     Forced,
     /// An object of the revision is missing.
@@ -121,6 +174,11 @@ pub enum ApplyReason {
     ChildRevision(String),
     /// Another field manager (named) took fields this operator renders.
     FieldDrift(String, Vec<String>),
+    /// An object of this instance that the desired set no longer has (in the
+    /// last inventory, or found by its labels) is still there.
+    Stale(String),
+    /// An existing object was handed over with `kura.dev/adopt`.
+    Adopted(String),
 }
 
 impl ApplyReason {
@@ -129,11 +187,42 @@ impl ApplyReason {
         match self {
             ApplyReason::Initial => "initial",
             ApplyReason::ManifestDrift => "manifest",
-            ApplyReason::ImageDrift => "image",
+            ApplyReason::ImageDrift(_) => "image",
             ApplyReason::Forced => "forced",
             ApplyReason::ChildMissing(_) => "missing",
             ApplyReason::ChildRevision(_) => "child-revision",
             ApplyReason::FieldDrift(..) => "field-drift",
+            ApplyReason::Stale(_) => "stale",
+            ApplyReason::Adopted(_) => "adopt",
+        }
+    }
+
+    /// Another writer undid what this operator wrote: taking it back counts
+    /// against the conflict window (no ping-pong, INCIDENTS.md #4).
+    pub fn is_contested(&self) -> bool {
+        matches!(
+            self,
+            ApplyReason::FieldDrift(..) | ApplyReason::ImageDrift(_)
+        )
+    }
+
+    /// What the caches can show for a while after this process's own apply.
+    fn may_be_cache_lag(&self) -> bool {
+        matches!(
+            self,
+            ApplyReason::ChildMissing(_)
+                | ApplyReason::ChildRevision(_)
+                | ApplyReason::FieldDrift(..)
+                | ApplyReason::ImageDrift(_)
+                | ApplyReason::Stale(_)
+        )
+    }
+
+    /// The other writers this reason names.
+    pub fn managers(&self) -> &[String] {
+        match self {
+            ApplyReason::FieldDrift(_, m) | ApplyReason::ImageDrift(m) => m,
+            _ => &[],
         }
     }
 }
@@ -144,9 +233,27 @@ impl std::fmt::Display for ApplyReason {
             ApplyReason::ChildMissing(o) => write!(f, "missing {o}"),
             ApplyReason::ChildRevision(o) => write!(f, "{o} carries another revision"),
             ApplyReason::FieldDrift(o, m) => write!(f, "fields of {o} taken by {}", m.join(", ")),
+            ApplyReason::ImageDrift(m) if m.is_empty() => {
+                f.write_str("image changed on the cluster (an admission webhook or policy?)")
+            }
+            ApplyReason::ImageDrift(m) => write!(f, "image taken by {}", m.join(", ")),
+            ApplyReason::Stale(o) => write!(f, "{o} is no longer desired"),
+            ApplyReason::Adopted(o) => write!(f, "{o} handed over with kura.dev/adopt"),
             other => f.write_str(other.label()),
         }
     }
+}
+
+/// One object to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyOp {
+    pub id: ObjectId,
+    /// The caches show no such object: create it, and only if the name is
+    /// free (an existing object is never taken over by a create).
+    pub create: bool,
+    /// An Ingress moving to another class: the address its old controller
+    /// wrote says nothing about the new one, so it is cleared.
+    pub clear_address: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -155,10 +262,14 @@ pub enum Plan {
     Invalid(ValidationErrors),
     /// `spec.paused`: observe and report only.
     Paused,
-    /// Apply the desired set, then delete `prune` (what the previous inventory had
-    /// and the new one lacks).
+    /// Objects of the desired names exist and are not this instance's: apply
+    /// nothing (a partial rollout around a foreign object helps nobody),
+    /// delete nothing, report each one.
+    NameConflict(Vec<String>),
+    /// Send `apply` (in waves), then delete `prune`.
     Apply {
         reasons: Vec<ApplyReason>,
+        apply: Vec<ApplyOp>,
         prune: Vec<ObjectId>,
         force_token: Option<String>,
     },
@@ -166,7 +277,7 @@ pub enum Plan {
     Backoff { at: Timestamp },
     /// The retry budget of these inputs is spent: retry at `at` (after the stall window).
     Stalled { at: Timestamp },
-    /// Another manager keeps taking our fields: the take-backs of this window are
+    /// Another writer keeps undoing ours: the take-backs of this window are
     /// spent; hold until `at` and report (no ping-pong).
     ConflictHold {
         at: Timestamp,
@@ -175,30 +286,78 @@ pub enum Plan {
     /// Everything matches: only probe activation.
     Converged,
     /// What differs is what the caches have not shown yet of this process's own
-    /// apply of this very revision: look again after [`SETTLE`].
+    /// apply of these very inputs: look again after [`SETTLE`].
     Settling,
 }
 
 /// At most this many take-backs of contested fields per [`CONFLICT_WINDOW`].
 pub const MAX_TAKE_BACKS: i64 = 3;
-pub const CONFLICT_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+pub const CONFLICT_WINDOW: Duration = Duration::from_secs(60);
 
-/// The conflict record, if its window is still open at `now`.
+/// `t + d`, saturating at the end of time instead of panicking.
+pub fn later(t: Timestamp, d: Duration) -> Timestamp {
+    let d = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+/// A time read from status (anyone with access can write it): unparseable
+/// (or out of range) is absent, and a time in the future is taken as now, so
+/// that no status content can hold an instance back longer than the policy's
+/// own waits. (Absent means "try now": the next status write replaces it.)
+pub fn recorded_time(value: &str, now: Timestamp) -> Option<Timestamp> {
+    value.parse::<Timestamp>().ok().map(|t| t.min(now))
+}
+
+/// The conflict record, if its window is still open at `now`, with the
+/// window's end.
 pub fn open_conflict(
     status: &KuraInstanceStatus,
     now: Timestamp,
-) -> Option<&crate::api::ConflictStatus> {
-    status.conflict.as_ref().filter(|c| {
-        c.window_start.parse::<Timestamp>().is_ok_and(|start| {
-            now < start + jiff::SignedDuration::try_from(CONFLICT_WINDOW).unwrap()
-        })
-    })
+) -> Option<(&crate::api::ConflictStatus, Timestamp)> {
+    let c = status.conflict.as_ref()?;
+    let end = later(recorded_time(&c.window_start, now)?, CONFLICT_WINDOW);
+    (now < end).then_some((c, end))
 }
 
 /// The key a retry budget belongs to: a change of revision (spec, config,
 /// renderer) or force token starts a fresh budget.
 pub fn inputs_key(desired_revision: &str, force_token: Option<&str>) -> String {
     format!("{desired_revision}/{}", force_token.unwrap_or(""))
+}
+
+/// Failures recorded for these inputs: the one count that plan, status and
+/// the requeue all use (a failure of other inputs counts for nothing here).
+pub fn failures_for(status: &KuraInstanceStatus, key: &str) -> i64 {
+    status
+        .retry
+        .as_ref()
+        .filter(|r| r.inputs_key == key)
+        .map_or(0, |r| r.failures.max(0))
+}
+
+/// Whether `running` is the image `desired` names. A policy that pins a tag to
+/// its digest (`repo:tag` running as `repo:tag@sha256:…`) runs the same image;
+/// two references with the same repository and digest are the same image.
+pub fn same_image(desired: &str, running: &str) -> bool {
+    if desired == running {
+        return true;
+    }
+    fn digest(r: &str) -> Option<(&str, &str)> {
+        r.split_once("@sha256:")
+            .filter(|(_, d)| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+    let repository = |name: &str| {
+        // `host:port/path:tag` → `host:port/path`: a tag follows the last '/'.
+        match name.rsplit_once('/') {
+            Some((head, last)) => format!("{head}/{}", last.split(':').next().unwrap_or(last)),
+            None => name.split(':').next().unwrap_or(name).to_string(),
+        }
+    };
+    match (digest(desired), digest(running)) {
+        (None, Some((name, _))) => name == desired,
+        (Some((dn, dd)), Some((rn, rd))) => dd == rd && repository(dn) == repository(rn),
+        _ => false,
+    }
 }
 
 pub fn plan(
@@ -214,50 +373,41 @@ pub fn plan(
     if observed.paused {
         return Plan::Paused;
     }
+    let conflicts = name_conflicts(observed, desired);
+    if !conflicts.is_empty() {
+        return Plan::NameConflict(conflicts);
+    }
     let reasons = apply_reasons(observed, desired);
     if reasons.is_empty() {
         return Plan::Converged;
     }
-    let cache_lag = |r: &ApplyReason| {
-        matches!(
-            r,
-            ApplyReason::ChildMissing(_)
-                | ApplyReason::ChildRevision(_)
-                | ApplyReason::FieldDrift(..)
-                | ApplyReason::ImageDrift
-        )
-    };
-    if observed.just_applied && reasons.iter().all(cache_lag) {
+    if observed.just_applied && reasons.iter().all(ApplyReason::may_be_cache_lag) {
         return Plan::Settling;
     }
     let force_token = observed.force_token.clone();
-    // Only contested fields to take back, and this window's take-backs are spent.
-    if reasons
-        .iter()
-        .all(|r| matches!(r, ApplyReason::FieldDrift(..)))
-        && let Some(c) =
-            open_conflict(&observed.status, now).filter(|c| c.take_backs >= MAX_TAKE_BACKS)
+    // Only contested values to take back, and this window's take-backs are spent.
+    if reasons.iter().all(ApplyReason::is_contested)
+        && let Some((c, end)) = open_conflict(&observed.status, now)
+        && c.take_backs >= MAX_TAKE_BACKS
     {
-        let start: Timestamp = c.window_start.parse().expect("checked by open_conflict");
-        let at = start + jiff::SignedDuration::try_from(CONFLICT_WINDOW).unwrap();
         return Plan::ConflictHold {
-            at,
+            at: end,
             managers: c.managers.clone(),
         };
     }
     // A failure recorded for these same inputs decides when to try again; new
     // inputs (a new revision or force token) always try at once.
-    if let Some(retry) = &observed.status.retry
-        && retry.failures > 0
-        && retry.inputs_key == inputs_key(&desired.revision, force_token.as_deref())
-        && let Ok(last) = retry.last_failure_time.parse::<Timestamp>()
+    let key = inputs_key(&desired.revision, force_token.as_deref());
+    let failures = failures_for(&observed.status, &key);
+    if failures > 0
+        && let Some(last) = observed
+            .status
+            .retry
+            .as_ref()
+            .and_then(|r| recorded_time(&r.last_failure_time, now))
     {
-        let (wait, stalled) = if retry.failures >= policy.budget as i64 {
-            (policy.stall_window(), true)
-        } else {
-            (policy.backoff(retry.failures), false)
-        };
-        let at = last + jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX);
+        let (wait, stalled) = policy.wait_after(failures);
+        let at = later(last, wait);
         if now < at {
             return if stalled {
                 Plan::Stalled { at }
@@ -267,10 +417,22 @@ pub fn plan(
         }
     }
     Plan::Apply {
+        apply: objects_to_send(observed, desired, &reasons),
+        prune: stale_objects(observed, desired),
         reasons,
-        prune: stale_objects(&observed.status.inventory, desired),
         force_token,
     }
+}
+
+fn name_conflicts(observed: &Observed, desired: &Desired) -> Vec<String> {
+    desired
+        .objects
+        .iter()
+        .filter_map(|o| match &observed.children.get(&o.id)?.owner {
+            Owner::Foreign(whose) => Some(format!("{} exists and {whose}", o.id)),
+            _ => None,
+        })
+        .collect()
 }
 
 fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
@@ -281,40 +443,35 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
         Some(applied) if *applied != desired.revision => reasons.push(ApplyReason::ManifestDrift),
         Some(_) => {}
     }
-    if observed
-        .running_image
-        .as_ref()
-        .is_some_and(|running| *running != desired.image)
+    if let Some(running) = &observed.running_image
+        && !same_image(&desired.image, running)
     {
-        reasons.push(ApplyReason::ImageDrift);
+        let managers = workload(desired)
+            .and_then(|w| observed.children.get(&w.id))
+            .map(|live| live.other_managers.clone())
+            .unwrap_or_default();
+        reasons.push(ApplyReason::ImageDrift(managers));
     }
     if observed.force_token.is_some() && observed.force_token != status.last_handled_reapply_at {
         reasons.push(ApplyReason::Forced);
     }
-    let recorded: BTreeMap<ObjectId, &InventoryEntry> = status
-        .inventory
-        .iter()
-        .map(|e| (ObjectId::from_inventory(e), e))
-        .collect();
     for object in &desired.objects {
-        let expected = object.stamp();
         match observed.children.get(&object.id) {
             None => reasons.push(ApplyReason::ChildMissing(object.id.to_string())),
-            Some(live) if live.revision.as_deref() != expected => {
+            Some(live) if live.owner == Owner::Adopt => {
+                reasons.push(ApplyReason::Adopted(object.id.to_string()))
+            }
+            Some(live) if live.revision.as_deref() != object.stamp() => {
                 reasons.push(ApplyReason::ChildRevision(object.id.to_string()))
             }
-            Some(live) => {
-                let recorded_fields = recorded
-                    .get(&object.id)
-                    .and_then(|e| e.owned_fields.as_deref());
-                if recorded_fields.is_some() && live.owned_fields.as_deref() != recorded_fields {
-                    reasons.push(ApplyReason::FieldDrift(
-                        object.id.to_string(),
-                        live.other_managers.clone(),
-                    ));
-                }
-            }
+            Some(live) if fields_taken(observed, object, live) => reasons.push(
+                ApplyReason::FieldDrift(object.id.to_string(), live.other_managers.clone()),
+            ),
+            Some(_) => {}
         }
+    }
+    for id in stale_objects(observed, desired) {
+        reasons.push(ApplyReason::Stale(id.to_string()));
     }
     // Before the first apply every child is "missing": Initial says it all.
     if reasons.first() == Some(&ApplyReason::Initial) {
@@ -323,14 +480,91 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
     reasons
 }
 
-/// Objects of the previous inventory that the desired set no longer has.
-pub fn stale_objects(inventory: &[InventoryEntry], desired: &Desired) -> Vec<ObjectId> {
-    inventory
+fn workload(desired: &Desired) -> Option<&RenderedObject> {
+    desired
+        .objects
         .iter()
-        .map(ObjectId::from_inventory)
-        .filter(|id| !desired.objects.iter().any(|o| o.id == *id))
+        .find(|o| o.id.kind == ChildKind::StatefulSet)
+}
+
+/// The fingerprint of the fields this operator owns moved since its last apply
+/// of the object (as the inventory recorded it).
+fn fields_taken(observed: &Observed, object: &RenderedObject, live: &LiveChild) -> bool {
+    let recorded = observed
+        .status
+        .inventory
+        .iter()
+        .find(|e| ObjectId::from_inventory(e).as_ref() == Some(&object.id))
+        .and_then(|e| e.owned_fields.as_deref());
+    recorded.is_some() && live.owned_fields.as_deref() != recorded
+}
+
+fn objects_to_send(
+    observed: &Observed,
+    desired: &Desired,
+    reasons: &[ApplyReason],
+) -> Vec<ApplyOp> {
+    let everything = reasons
+        .iter()
+        .any(|r| matches!(r, ApplyReason::Initial | ApplyReason::Forced));
+    let image_drift = reasons
+        .iter()
+        .any(|r| matches!(r, ApplyReason::ImageDrift(_)));
+    desired
+        .objects
+        .iter()
+        .filter_map(|o| {
+            let live = observed.children.get(&o.id);
+            let differs = match live {
+                None => true,
+                Some(l) => {
+                    l.owner == Owner::Adopt
+                        || l.revision.as_deref() != o.stamp()
+                        || fields_taken(observed, o, l)
+                        || (image_drift && o.id.kind == ChildKind::StatefulSet)
+                }
+            };
+            (everything || differs).then(|| ApplyOp {
+                id: o.id.clone(),
+                create: live.is_none(),
+                clear_address: live.is_some_and(|l| {
+                    let want = o.manifest.ingress_spec().map(|s| &s.ingress_class_name);
+                    l.ingress_class.is_some() && l.ingress_class.as_ref() != want
+                }),
+            })
+        })
+        .collect()
+}
+
+/// Objects of this instance that the desired set no longer has: those of the
+/// last inventory, and those the caches show created by this instance (an
+/// apply that failed half-way, or a status write that never happened, left
+/// them out of any inventory). Objects of other owners are never candidates.
+pub fn stale_objects(observed: &Observed, desired: &Desired) -> Vec<ObjectId> {
+    let desired_ids: BTreeSet<&ObjectId> = desired.objects.iter().map(|o| &o.id).collect();
+    let inventoried = observed
+        .status
+        .inventory
+        .iter()
+        .filter_map(ObjectId::from_inventory);
+    let created_by_us = observed
+        .children
+        .iter()
+        .filter(|(_, live)| live.owner == Owner::Ours)
+        .map(|(id, _)| id.clone());
+    let candidates: BTreeSet<ObjectId> = inventoried.chain(created_by_us).collect();
+    candidates
+        .into_iter()
+        .filter(|id| !desired_ids.contains(id))
+        // Inventoried but gone, or there and someone else's: nothing to delete.
+        .filter(|id| {
+            observed
+                .children
+                .get(id)
+                .is_none_or(|live| live.owner == Owner::Ours)
+        })
         .collect()
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -9,6 +9,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use super::stores::Stores;
 use crate::keys::ANNOTATION_REVISION;
+use crate::kind::ChildKind;
 use crate::render::Desired;
 use crate::render::hash::short;
 
@@ -37,12 +38,18 @@ pub struct IngressFacts {
     pub class: Option<Arc<IngressClass>>,
 }
 
+/// Whether the applied revision is active, from the caches. `rolling_out`: see [`activation`].
+pub fn probe(desired: &Desired, stores: &Stores, rolling_out: bool) -> Activation {
+    let (sts, ingresses) = gather(desired, stores);
+    activation(desired, sts.as_deref(), &ingresses, rolling_out)
+}
+
 pub fn gather(desired: &Desired, stores: &Stores) -> (Option<Arc<StatefulSet>>, Vec<IngressFacts>) {
     let mut sts = None;
     let mut ingresses = Vec::new();
     for o in &desired.objects {
-        match o.id.kind.as_str() {
-            "StatefulSet" => sts = stores.stateful_set(&o.id),
+        match o.id.kind {
+            ChildKind::StatefulSet => sts = stores.stateful_set(&o.id),
             _ => {
                 if let Some(spec) = o.manifest.ingress_spec() {
                     let class_name = spec.ingress_class_name.clone();
@@ -162,7 +169,7 @@ mod tests {
     use crate::render::{Desired, Manifest};
 
     fn desired(revision: &str) -> Desired {
-        let sts = Manifest::bare("apps/v1", "StatefulSet", "ns", "a");
+        let sts = Manifest::bare(crate::kind::ChildKind::StatefulSet, "ns", "a");
         let mut d = Desired::from_objects(vec![sts], "pod".into(), "k:2".into());
         d.revision = revision.into();
         d

@@ -5,7 +5,10 @@
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::plan::{ApplyReason, MAX_TAKE_BACKS, Observed, RetryPolicy, inputs_key, open_conflict};
+use super::apply::{Failure, FailureClass, Stage};
+use super::plan::{
+    ApplyReason, MAX_TAKE_BACKS, Observed, RetryPolicy, failures_for, inputs_key, open_conflict,
+};
 use super::probe::Activation;
 use super::prune::PruneOutcome;
 use crate::api::ConflictStatus;
@@ -15,24 +18,38 @@ use crate::api::{
     Phase, RetryStatus,
 };
 use crate::keys::FIELD_MANAGER;
+use crate::memory::TransientStreak;
 use crate::render::{Desired, hash::short};
 use crate::validate::{ResolvedGateway, ValidationErrors};
 
-/// What the reconcile did, for status, Events and metrics.
+/// What the reconcile did: the one place status, Events and metrics read it from.
 #[derive(Debug)]
 pub enum Outcome {
     Invalid(ValidationErrors),
     Paused,
+    /// Objects of the desired names exist and are not this instance's.
+    NameConflict(Vec<String>),
+    /// Everything chosen was applied; `pruned` says how the prune went (its
+    /// failure, if any, is reported, and what it could not delete stays in
+    /// `inventory`).
     Applied {
         reasons: Vec<ApplyReason>,
+        /// The objects sent.
+        sent: Vec<String>,
         inventory: Vec<InventoryEntry>,
         pruned: PruneOutcome,
+        /// The transient streak of a prune failure being reported.
+        streak: Option<TransientStreak>,
     },
+    /// The apply failed: rejected (budgeted retries), an object of the name is
+    /// not ours, or transient failures that went on long enough to report
+    /// (`streak`; retried quickly, never Stalled).
     ApplyFailed {
         reasons: Vec<ApplyReason>,
-        error: String,
+        failure: Failure,
+        streak: Option<TransientStreak>,
     },
-    /// Another manager keeps taking our fields; this window's take-backs are spent.
+    /// Another writer keeps undoing ours; this window's take-backs are spent.
     ConflictHold {
         managers: Vec<String>,
     },
@@ -48,11 +65,22 @@ impl Outcome {
         match self {
             Outcome::Invalid(_) => "invalid",
             Outcome::Paused => "paused",
+            Outcome::NameConflict(_) => "name-conflict",
             Outcome::Applied { .. } => "applied",
             Outcome::ApplyFailed { .. } => "apply-failed",
             Outcome::Waiting { .. } => "waiting",
             Outcome::ConflictHold { .. } => "conflict-hold",
             Outcome::Converged => "converged",
+        }
+    }
+
+    /// The failure this outcome reports, if any (an apply's, or a prune's
+    /// after a good apply).
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Outcome::ApplyFailed { failure, .. } => Some(failure),
+            Outcome::Applied { pruned, .. } => pruned.failure.as_ref(),
+            _ => None,
         }
     }
 }
@@ -65,6 +93,15 @@ pub struct StatusInputs<'a> {
     pub activation: Option<&'a Activation>,
     pub policy: &'a RetryPolicy,
     pub now: Timestamp,
+}
+
+/// The condition reason a failure is reported under.
+pub fn failure_reason(failure: &Failure) -> &'static str {
+    match (failure.class, failure.stage) {
+        (FailureClass::NameConflict, _) => "NameConflict",
+        (_, Stage::Apply) => "ApplyFailed",
+        (_, Stage::Prune) => "PruneFailed",
+    }
 }
 
 pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
@@ -114,45 +151,24 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             fresh.push(c(RECONCILING, False, "Paused", String::new()));
             fresh.push(c(STALLED, False, "Paused", String::new()));
         }
-        Outcome::ApplyFailed { error, .. } => {
-            let d = i.desired.expect("an apply needs a desired state");
-            let key = inputs_key(&d.revision, i.observed.force_token.as_deref());
-            let failures = match &prev.retry {
-                Some(r) if r.inputs_key == key => r.failures + 1,
-                _ => 1,
-            };
-            s.retry = Some(RetryStatus {
-                failures,
-                inputs_key: key,
-                last_error: error.clone(),
-                last_failure_time: now.clone(),
-            });
-            s.last_attempted_revision = Some(d.revision.clone());
-            s.last_handled_reapply_at = i
-                .observed
-                .force_token
-                .clone()
-                .or(prev.last_handled_reapply_at.clone());
+        Outcome::NameConflict(conflicts) => {
+            s.phase = Some(Phase::Stalled);
+            let msg = format!(
+                "nothing applied: {}; rename or remove it, or hand it over with the kura.dev/adopt annotation",
+                conflicts.join("; ")
+            );
             fresh.push(c(VALID, True, "Valid", String::new()));
-            fresh.push(c(READY, False, "ApplyFailed", error.clone()));
-            if failures >= i.policy.budget as i64 {
-                s.phase = Some(Phase::Stalled);
-                let msg = format!(
-                    "{failures} attempts failed; next attempt in {}s (or at once on a change of spec, configuration or kura.dev/reapply-at); last error: {error}",
-                    i.policy.stall_window().as_secs()
-                );
-                fresh.push(c(STALLED, True, "RetryBudgetExhausted", msg));
-                fresh.push(c(RECONCILING, False, "RetryBudgetExhausted", String::new()));
-            } else {
-                s.phase = Some(Phase::Retrying);
-                fresh.push(c(STALLED, False, "Retrying", String::new()));
-                fresh.push(c(
-                    RECONCILING,
-                    True,
-                    "Retrying",
-                    format!("attempt {failures} failed: {error}"),
-                ));
-            }
+            fresh.push(c(READY, False, "NameConflict", msg.clone()));
+            fresh.push(c(RECONCILING, False, "NameConflict", String::new()));
+            fresh.push(c(STALLED, True, "NameConflict", msg));
+        }
+        Outcome::ApplyFailed {
+            failure, streak, ..
+        } => {
+            let d = i.desired.expect("an apply needs a desired state");
+            s.last_attempted_revision = Some(d.revision.clone());
+            fresh.push(c(VALID, True, "Valid", String::new()));
+            report_failure(&mut s, &mut fresh, i, failure, streak.as_ref());
         }
         Outcome::Waiting { .. } => return s, // nothing new to say until the retry
         Outcome::ConflictHold { .. } => {
@@ -164,32 +180,47 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
                     .cloned(),
             );
         }
-        Outcome::Applied { inventory, .. } => {
+        Outcome::Applied {
+            inventory,
+            pruned,
+            streak,
+            ..
+        } => {
             let d = i.desired.expect("an apply needs a desired state");
             s.applied_revision = Some(d.revision.clone());
             s.applied_revision_short = Some(short(&d.revision));
             s.applied_image = Some(d.image.clone());
             s.last_attempted_revision = Some(d.revision.clone());
+            // Handled only now that its apply went through: a force whose
+            // apply fails stays unhandled, so it is retried and reported.
             s.last_handled_reapply_at = i
                 .observed
                 .force_token
                 .clone()
                 .or(prev.last_handled_reapply_at.clone());
             s.inventory = inventory.clone();
-            s.retry = None;
             s.conflict = count_take_backs(i, prev);
-            activation_conditions(&mut s, &mut fresh, i, &c);
+            match &pruned.failure {
+                Some(failure) => {
+                    fresh.push(c(VALID, True, "Valid", String::new()));
+                    report_failure(&mut s, &mut fresh, i, failure, streak.as_ref());
+                }
+                None => {
+                    s.retry = None;
+                    activation_conditions(&mut s, &mut fresh, i, &c);
+                }
+            }
         }
         Outcome::Converged => {
             s.retry = None;
-            s.conflict = open_conflict(prev, i.now).cloned();
+            s.conflict = open_conflict(prev, i.now).map(|(c, _)| c.clone());
             activation_conditions(&mut s, &mut fresh, i, &c);
         }
     }
-    if let Some(c) = open_conflict(&s, i.now).filter(|c| c.take_backs >= 2) {
+    if let Some((c, _)) = open_conflict(&s, i.now).filter(|(c, _)| c.take_backs >= 2) {
         let msg = format!(
-            "{} keep taking fields this operator renders: {} take-backs since {} (at most {MAX_TAKE_BACKS} a minute; the operator's fields win)",
-            c.managers.join(", "),
+            "{} keep undoing what this operator renders: {} take-backs since {} (at most {MAX_TAKE_BACKS} a minute; the operator's values win)",
+            names_or_unknown(&c.managers),
             c.take_backs,
             c.window_start
         );
@@ -208,6 +239,78 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
     s
 }
 
+fn names_or_unknown(managers: &[String]) -> String {
+    if managers.is_empty() {
+        "an admission webhook or policy (no other field manager)".into()
+    } else {
+        managers.join(", ")
+    }
+}
+
+/// A failure in status: Ready False with the object, the verb and the
+/// server's message. A rejected request (or a name conflict) counts against
+/// the retry budget of these inputs and ends Stalled; transient failures are
+/// reported once they have lasted, keep their fast retry and never stall.
+fn report_failure(
+    s: &mut KuraInstanceStatus,
+    fresh: &mut Vec<Condition>,
+    i: &StatusInputs,
+    failure: &Failure,
+    streak: Option<&TransientStreak>,
+) {
+    use ConditionStatus::{False, True};
+    let c =
+        |t: &str, st: ConditionStatus, reason: &str, msg: String| condition(t, st, reason, msg, i);
+    let reason = failure_reason(failure);
+    let error = failure.to_string();
+    fresh.push(c(READY, False, reason, error.clone()));
+    if failure.is_transient() {
+        s.phase = Some(Phase::Retrying);
+        let since = streak.map_or_else(|| i.now.to_string(), |st| st.since.to_string());
+        fresh.push(c(STALLED, False, "TransientFailure", String::new()));
+        fresh.push(c(
+            RECONCILING,
+            True,
+            "TransientFailure",
+            format!("failing since {since}, retried every minute at most: {error}"),
+        ));
+        return;
+    }
+    let d = i.desired.expect("a failure needs a desired state");
+    let key = inputs_key(&d.revision, i.observed.force_token.as_deref());
+    let mut failures = failures_for(&i.observed.status, &key).saturating_add(1);
+    if failure.class == FailureClass::NameConflict {
+        // Retrying cannot help until someone acts on the other object: stall
+        // at once (retried after the stall window, or at once on new input,
+        // e.g. a kura.dev/reapply-at token after handing it over).
+        failures = failures.max(i64::from(i.policy.budget));
+    }
+    s.retry = Some(RetryStatus {
+        failures,
+        inputs_key: key,
+        last_error: error.clone(),
+        last_failure_time: i.now.to_string(),
+    });
+    if failures >= i64::from(i.policy.budget) {
+        s.phase = Some(Phase::Stalled);
+        let msg = format!(
+            "{failures} attempts failed; next attempt in {}s (or at once on a change of spec, configuration or kura.dev/reapply-at); last error: {error}",
+            i.policy.stall_window().as_secs()
+        );
+        fresh.push(c(STALLED, True, reason, msg));
+        fresh.push(c(RECONCILING, False, "RetryBudgetExhausted", String::new()));
+    } else {
+        s.phase = Some(Phase::Retrying);
+        fresh.push(c(STALLED, False, "Retrying", String::new()));
+        fresh.push(c(
+            RECONCILING,
+            True,
+            "Retrying",
+            format!("attempt {failures} failed: {error}"),
+        ));
+    }
+}
+
 /// A condition stamped with the generation it was computed for.
 fn condition(
     t: &str,
@@ -221,33 +324,25 @@ fn condition(
     c
 }
 
-/// An apply that took contested fields back counts against the window.
+/// An apply that took contested values back counts against the window.
 fn count_take_backs(i: &StatusInputs, prev: &KuraInstanceStatus) -> Option<ConflictStatus> {
+    let open = open_conflict(prev, i.now);
     let Outcome::Applied { reasons, .. } = i.outcome else {
         return prev.conflict.clone();
     };
+    if !reasons.iter().any(ApplyReason::is_contested) {
+        return open.map(|(c, _)| c.clone());
+    }
     let mut managers: Vec<String> = reasons
         .iter()
-        .filter_map(|r| match r {
-            ApplyReason::FieldDrift(_, m) => Some(m.clone()),
-            _ => None,
-        })
-        .flatten()
+        .flat_map(|r| r.managers().iter().cloned())
+        .chain(open.iter().flat_map(|(c, _)| c.managers.iter().cloned()))
         .collect();
-    if managers.is_empty()
-        && !reasons
-            .iter()
-            .any(|r| matches!(r, ApplyReason::FieldDrift(..)))
-    {
-        return open_conflict(prev, i.now).cloned();
-    }
-    let open = open_conflict(prev, i.now);
-    managers.extend(open.map(|c| c.managers.clone()).unwrap_or_default());
     managers.sort();
     managers.dedup();
     Some(match open {
-        Some(c) => ConflictStatus {
-            take_backs: c.take_backs + 1,
+        Some((c, _)) => ConflictStatus {
+            take_backs: c.take_backs.saturating_add(1),
             window_start: c.window_start.clone(),
             managers,
         },
@@ -375,6 +470,9 @@ pub async fn write(
         .await?;
     Ok(written.metadata.resource_version)
 }
+
+#[cfg(test)]
+mod tables;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,8 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{KuraGateway, KuraInstance};
+use crate::keys::LABEL_INSTANCE;
+use crate::kind::ChildKind;
 use crate::render::ObjectId;
 
 #[derive(Clone)]
@@ -39,39 +41,115 @@ fn key<K: kube::Resource<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {
 impl Stores {
     /// Metadata of any object kind the operator renders, from its cache.
     pub fn meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
-        let meta = match (id.api_version.as_str(), id.kind.as_str()) {
-            ("apps/v1", "StatefulSet") => {
-                self.stateful_sets.get(&key(id)).map(|o| o.metadata.clone())
-            }
-            ("apps/v1", "Deployment") => self.deployments.get(&key(id)).map(|o| o.metadata.clone()),
-            ("networking.k8s.io/v1", "Ingress") => {
-                self.ingresses.get(&key(id)).map(|o| o.metadata.clone())
-            }
-            ("networking.k8s.io/v1", "IngressClass") => self
+        let meta = match id.kind {
+            ChildKind::StatefulSet => self.stateful_sets.get(&key(id)).map(|o| o.metadata.clone()),
+            ChildKind::Deployment => self.deployments.get(&key(id)).map(|o| o.metadata.clone()),
+            ChildKind::Ingress => self.ingresses.get(&key(id)).map(|o| o.metadata.clone()),
+            ChildKind::IngressClass => self
                 .ingress_classes
                 .get(&key(id))
                 .map(|o| o.metadata.clone()),
-            ("networking.k8s.io/v1", "NetworkPolicy") => self
+            ChildKind::NetworkPolicy => self
                 .network_policies
                 .get(&key(id))
                 .map(|o| o.metadata.clone()),
-            ("policy/v1", "PodDisruptionBudget") => self
+            ChildKind::PodDisruptionBudget => self
                 .pod_disruption_budgets
                 .get(&key(id))
                 .map(|o| o.metadata.clone()),
-            ("v1", "Service") => self.services.get(&key(id)).map(|o| o.metadata.clone()),
-            ("v1", "ConfigMap") => self.config_maps.get(&key(id)).map(|o| o.metadata.clone()),
-            ("v1", "ServiceAccount") => self
+            ChildKind::Service => self.services.get(&key(id)).map(|o| o.metadata.clone()),
+            ChildKind::ConfigMap => self.config_maps.get(&key(id)).map(|o| o.metadata.clone()),
+            ChildKind::ServiceAccount => self
                 .service_accounts
                 .get(&key(id))
                 .map(|o| o.metadata.clone()),
-            ("kura.dev/v1alpha1", "KuraGateway") => {
-                self.gateways.get(&key(id)).map(|o| o.metadata.clone())
-            }
-            _ => None,
+            ChildKind::KuraGateway => self.gateways.get(&key(id)).map(|o| o.metadata.clone()),
         };
         // An object being deleted is as good as missing: it must be re-created.
         meta.filter(|m| m.deletion_timestamp.is_none())
+    }
+
+    /// Every cached object labelled as the instance `name`'s in `namespace`,
+    /// whatever the inventory says: what an interrupted apply created is found
+    /// here. (Ownership is for `observe::owner` to judge, not the label.)
+    pub fn labelled_as(&self, namespace: &str, name: &str) -> Vec<ObjectId> {
+        fn scan<K: kube::Resource<DynamicType = ()> + Clone>(
+            store: &Store<K>,
+            kind: ChildKind,
+            namespace: &str,
+            name: &str,
+            out: &mut Vec<ObjectId>,
+        ) {
+            out.extend(
+                store
+                    .state()
+                    .iter()
+                    .filter(|o| {
+                        let m = o.meta();
+                        m.namespace.as_deref() == Some(namespace)
+                            && m.labels
+                                .as_ref()
+                                .and_then(|l| l.get(LABEL_INSTANCE))
+                                .is_some_and(|v| v == name)
+                    })
+                    .map(|o| ObjectId {
+                        kind,
+                        namespace: Some(namespace.to_string()),
+                        name: o.meta().name.clone().unwrap_or_default(),
+                    }),
+            );
+        }
+        let mut out = Vec::new();
+        scan(
+            &self.stateful_sets,
+            ChildKind::StatefulSet,
+            namespace,
+            name,
+            &mut out,
+        );
+        scan(
+            &self.ingresses,
+            ChildKind::Ingress,
+            namespace,
+            name,
+            &mut out,
+        );
+        scan(
+            &self.services,
+            ChildKind::Service,
+            namespace,
+            name,
+            &mut out,
+        );
+        scan(
+            &self.config_maps,
+            ChildKind::ConfigMap,
+            namespace,
+            name,
+            &mut out,
+        );
+        scan(
+            &self.service_accounts,
+            ChildKind::ServiceAccount,
+            namespace,
+            name,
+            &mut out,
+        );
+        scan(
+            &self.pod_disruption_budgets,
+            ChildKind::PodDisruptionBudget,
+            namespace,
+            name,
+            &mut out,
+        );
+        scan(
+            &self.network_policies,
+            ChildKind::NetworkPolicy,
+            namespace,
+            name,
+            &mut out,
+        );
+        out
     }
 
     pub fn stateful_set(&self, id: &ObjectId) -> Option<std::sync::Arc<StatefulSet>> {

@@ -12,6 +12,7 @@ use super::manifest::{
 use crate::api::GatewayMode;
 use crate::config::OperatorConfig;
 use crate::keys::*;
+use crate::kind::ChildKind;
 use crate::names;
 use crate::validate::ValidatedInstance;
 
@@ -45,14 +46,8 @@ constants! {
     HTTP_PORT = { "name": "http" },
 }
 
-fn manifest(
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: ObjectMeta,
-    content: Content,
-) -> Manifest {
+fn manifest(kind: ChildKind, metadata: ObjectMeta, content: Content) -> Manifest {
     Manifest {
-        api_version,
         kind,
         metadata,
         content,
@@ -106,8 +101,7 @@ fn config_map_name(instance: &ValidatedInstance) -> String {
 
 pub fn service_account(instance: &ValidatedInstance) -> Manifest {
     manifest(
-        "v1",
-        "ServiceAccount",
+        ChildKind::ServiceAccount,
         metadata(instance, &instance.name),
         Content::ServiceAccount {
             automount_service_account_token: false,
@@ -145,8 +139,7 @@ pub fn config_map_data(instance: &ValidatedInstance) -> ConfigData {
 
 pub fn config_map(instance: &ValidatedInstance, data: ConfigData) -> Manifest {
     manifest(
-        "v1",
-        "ConfigMap",
+        ChildKind::ConfigMap,
         metadata(instance, &config_map_name(instance)),
         Content::ConfigMap { data },
     )
@@ -256,8 +249,7 @@ pub fn stateful_set(instance: &ValidatedInstance, template: PodTemplate) -> Mani
         volume_claim_templates: vec![claim_template],
     };
     manifest(
-        "apps/v1",
-        "StatefulSet",
+        ChildKind::StatefulSet,
         metadata(instance, &instance.name),
         Content::Spec(Spec::StatefulSet(Box::new(spec))),
     )
@@ -270,8 +262,7 @@ pub fn service(instance: &ValidatedInstance) -> Manifest {
         service_type: "ClusterIP",
     };
     manifest(
-        "v1",
-        "Service",
+        ChildKind::Service,
         metadata(instance, &instance.name),
         Content::Spec(Spec::Service(spec)),
     )
@@ -283,8 +274,7 @@ pub fn pod_disruption_budget(instance: &ValidatedInstance) -> Manifest {
         selector: selector(instance),
     };
     manifest(
-        "policy/v1",
-        "PodDisruptionBudget",
+        ChildKind::PodDisruptionBudget,
         metadata(instance, &instance.name),
         Content::Spec(Spec::PodDisruptionBudget(spec)),
     )
@@ -298,8 +288,7 @@ pub fn network_policy(instance: &ValidatedInstance) -> Manifest {
         policy_types: Constant::of(&INGRESS_ONLY),
     };
     manifest(
-        "networking.k8s.io/v1",
-        "NetworkPolicy",
+        ChildKind::NetworkPolicy,
         metadata(instance, &instance.name),
         Content::Spec(Spec::NetworkPolicy(spec)),
     )
@@ -329,8 +318,7 @@ pub fn ingresses(instance: &ValidatedInstance) -> impl Iterator<Item = Manifest>
                 }],
             };
             manifest(
-                "networking.k8s.io/v1",
-                "Ingress",
+                ChildKind::Ingress,
                 metadata(instance, &names::ingress(&instance.name, i, host)),
                 Content::Spec(Spec::Ingress(spec)),
             )
@@ -367,8 +355,7 @@ pub fn gateway(instance: &ValidatedInstance, config: &OperatorConfig) -> Option<
         replicas: config.gateway.replicas,
     };
     Some(manifest(
-        "kura.dev/v1alpha1",
-        "KuraGateway",
+        ChildKind::KuraGateway,
         metadata,
         Content::Spec(Spec::KuraGateway(spec)),
     ))

@@ -8,6 +8,7 @@ use super::manifest::{
 };
 use crate::api::KuraGateway;
 use crate::keys::*;
+use crate::kind::ChildKind;
 
 constants! {
     CONTROLLER_PORTS = [
@@ -61,8 +62,7 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
     };
     // Cluster-scoped: no owner reference is possible; the gateway's finalizer removes it.
     let ingress_class = Manifest {
-        api_version: "networking.k8s.io/v1",
-        kind: "IngressClass",
+        kind: ChildKind::IngressClass,
         metadata: ObjectMeta {
             annotations: None,
             labels: labels.clone(),
@@ -89,8 +89,7 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
         security_context: Constant::of(&CONTROLLER_SECURITY),
     };
     let deployment = Manifest {
-        api_version: "apps/v1",
-        kind: "Deployment",
+        kind: ChildKind::Deployment,
         metadata: metadata.clone(),
         content: Content::Spec(Spec::Deployment(Box::new(DeploymentSpec {
             replicas: spec.replicas,
@@ -112,8 +111,7 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
         }))),
     };
     let service = Manifest {
-        api_version: "v1",
-        kind: "Service",
+        kind: ChildKind::Service,
         metadata,
         content: Content::Spec(Spec::Service(ServiceSpec {
             ports: Constant::of(&LOAD_BALANCER_PORTS),

@@ -172,9 +172,9 @@ pub fn revision<'a>(objects: impl Iterator<Item = (&'a ObjectId, &'a str)>) -> S
     for (id, hash) in objects {
         // One line per object: `apiVersion kind namespace/name hash\n`.
         for part in [
-            id.api_version.as_str(),
+            id.kind.api_version(),
             " ",
-            id.kind.as_str(),
+            id.kind.kind(),
             " ",
             id.namespace.as_deref().unwrap_or(""),
             "/",

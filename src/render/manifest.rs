@@ -15,6 +15,7 @@ use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::value::RawValue;
 
 use super::kinds::Spec;
+use crate::kind::ChildKind;
 
 /// Label keys are constants; their values come from the instance.
 pub type Labels = BTreeMap<&'static str, String>;
@@ -22,8 +23,8 @@ pub type Labels = BTreeMap<&'static str, String>;
 /// One child of an instance or a gateway.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
-    pub api_version: &'static str,
-    pub kind: &'static str,
+    /// Its `apiVersion` and `kind`.
+    pub kind: ChildKind,
     pub metadata: ObjectMeta,
     pub content: Content,
 }
@@ -59,14 +60,8 @@ impl Manifest {
 
     /// A manifest with an identity and nothing else, for tests of what consumes one.
     #[cfg(test)]
-    pub fn bare(
-        api_version: &'static str,
-        kind: &'static str,
-        namespace: &str,
-        name: &str,
-    ) -> Self {
+    pub fn bare(kind: ChildKind, namespace: &str, name: &str) -> Self {
         Manifest {
-            api_version,
             kind,
             metadata: ObjectMeta {
                 annotations: None,
@@ -87,7 +82,7 @@ impl Serialize for Manifest {
         // Keys in byte order: apiVersion < automountServiceAccountToken < data <
         // kind < metadata < spec.
         let mut object = serializer.serialize_struct("Manifest", 4)?;
-        object.serialize_field("apiVersion", self.api_version)?;
+        object.serialize_field("apiVersion", self.kind.api_version())?;
         match &self.content {
             Content::ServiceAccount {
                 automount_service_account_token,
@@ -98,7 +93,7 @@ impl Serialize for Manifest {
             Content::ConfigMap { data } => object.serialize_field("data", data)?,
             Content::Spec(_) => {}
         }
-        object.serialize_field("kind", self.kind)?;
+        object.serialize_field("kind", self.kind.kind())?;
         object.serialize_field("metadata", &self.metadata)?;
         if let Content::Spec(spec) = &self.content {
             object.serialize_field("spec", spec)?;

@@ -6,32 +6,61 @@ use super::hash;
 use super::manifest::Manifest;
 use crate::api::InventoryEntry;
 use crate::keys::ANNOTATION_REVISION;
+use crate::kind::ChildKind;
 
-/// Identity of a rendered object; its order is the canonical order of the set.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Identity of a rendered object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectId {
-    pub api_version: String,
-    pub kind: String,
+    pub kind: ChildKind,
     pub namespace: Option<String>,
     pub name: String,
+}
+
+/// The canonical order of the set, which the revision hashes over: by
+/// (apiVersion, kind, namespace, name) as strings.
+impl Ord for ObjectId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let key = |id: &ObjectId| (id.kind.api_version(), id.kind.kind());
+        key(self)
+            .cmp(&key(other))
+            .then_with(|| self.namespace.cmp(&other.namespace))
+            .then_with(|| self.name.cmp(&other.name))
+    }
+}
+
+impl PartialOrd for ObjectId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl ObjectId {
     pub fn of(manifest: &Manifest) -> ObjectId {
         ObjectId {
-            api_version: manifest.api_version.to_string(),
-            kind: manifest.kind.to_string(),
+            kind: manifest.kind,
             namespace: manifest.metadata.namespace.clone(),
             name: manifest.metadata.name.clone(),
         }
     }
 
-    pub fn from_inventory(entry: &InventoryEntry) -> ObjectId {
-        ObjectId {
-            api_version: entry.api_version.clone(),
-            kind: entry.kind.clone(),
+    /// The object an inventory entry names, if it is of a kind the operator
+    /// manages (an inventory is status, which anyone with access can write).
+    pub fn from_inventory(entry: &InventoryEntry) -> Option<ObjectId> {
+        Some(ObjectId {
+            kind: ChildKind::parse(&entry.api_version, &entry.kind)?,
             namespace: entry.namespace.clone(),
             name: entry.name.clone(),
+        })
+    }
+
+    pub fn inventory_entry(&self, hash: String, owned_fields: Option<String>) -> InventoryEntry {
+        InventoryEntry {
+            api_version: self.kind.api_version().to_string(),
+            kind: self.kind.kind().to_string(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            hash,
+            owned_fields,
         }
     }
 }
@@ -114,14 +143,7 @@ impl Desired {
     pub fn inventory(&self) -> Vec<InventoryEntry> {
         self.objects
             .iter()
-            .map(|o| InventoryEntry {
-                api_version: o.id.api_version.clone(),
-                kind: o.id.kind.clone(),
-                name: o.id.name.clone(),
-                namespace: o.id.namespace.clone(),
-                hash: o.hash.clone(),
-                owned_fields: None,
-            })
+            .map(|o| o.id.inventory_entry(o.hash.clone(), None))
             .collect()
     }
 }
@@ -130,7 +152,7 @@ impl Desired {
 /// shared KuraGateway, which carries its own content hash so that the instances
 /// sharing it never fight over the annotation.
 pub fn expected_stamp<'a>(id: &ObjectId, object_hash: &'a str, revision: &'a str) -> &'a str {
-    if id.kind == "KuraGateway" {
+    if id.kind == ChildKind::KuraGateway {
         object_hash
     } else {
         revision

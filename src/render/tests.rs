@@ -64,7 +64,7 @@ fn find<'a>(desired: &'a Desired, kind: &str) -> Vec<&'a RenderedObject> {
     desired
         .objects
         .iter()
-        .filter(|o| o.id.kind == kind)
+        .filter(|o| o.id.kind.kind() == kind)
         .collect()
 }
 

@@ -43,6 +43,11 @@ from workload status), never PersistentVolumeClaims (data is never deleted).
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses", "networkpolicies"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# When an Ingress moves to another class, the address its old controller wrote
+# is cleared, so it cannot pass for an address of the new one.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses/status"]
+  verbs: ["patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

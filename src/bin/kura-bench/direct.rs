@@ -112,24 +112,23 @@ fn render(args: &Args, bench: &Bench, version: u32) -> BenchResult<(Vec<Vec<Valu
     Ok((groups.into_values().collect(), elapsed))
 }
 
-/// The operator's wave order (reconcile/apply.rs): what the workload and the
+/// The operator's wave order (`ChildKind::wave`): what the workload and the
 /// ingresses depend on goes first.
 fn wave(object: &Value) -> u8 {
-    match object["kind"].as_str() {
-        Some("StatefulSet" | "Deployment" | "Ingress") => 1,
-        _ => 0,
-    }
+    object_id(object).map_or(0, |id| id.kind.wave())
 }
 
 /// The identity of a manifest read back from `kura-operator render`.
-fn object_id(object: &Value) -> ObjectId {
+fn object_id(object: &Value) -> Option<ObjectId> {
     let text = |v: &Value| v.as_str().map(str::to_string);
-    ObjectId {
-        api_version: text(&object["apiVersion"]).unwrap_or_default(),
-        kind: text(&object["kind"]).unwrap_or_default(),
+    Some(ObjectId {
+        kind: kura_operator::kind::ChildKind::parse(
+            object["apiVersion"].as_str()?,
+            object["kind"].as_str()?,
+        )?,
         namespace: text(&object["metadata"]["namespace"]),
         name: text(&object["metadata"]["name"]).unwrap_or_default(),
-    }
+    })
 }
 
 async fn apply_all(client: &Client, groups: &[Vec<Value>], concurrency: usize) -> BenchResult<()> {
@@ -144,7 +143,7 @@ async fn apply_all(client: &Client, groups: &[Vec<Value>], concurrency: usize) -
 async fn apply_instance(client: &Client, objects: &[Value]) -> BenchResult<()> {
     for w in 0..=1 {
         let batch = objects.iter().filter(|o| wave(o) == w).map(|o| async move {
-            let id = object_id(o);
+            let id = object_id(o).ok_or("a rendered object of an unknown kind")?;
             dynamic_api(client, &id)
                 .patch(
                     &id.name,

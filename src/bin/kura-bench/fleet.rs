@@ -226,7 +226,7 @@ pub fn expected(namespace: &str, n: usize, config: &OperatorConfig) -> BenchResu
                 children: desired
                     .objects
                     .iter()
-                    .map(|o| (o.id.kind.clone(), o.id.name.clone()))
+                    .map(|o| (o.id.kind.kind().to_string(), o.id.name.clone()))
                     .collect(),
             })
         })

@@ -1,4 +1,6 @@
-//! The decision table: every reason, every phase.
+//! The decision table: every reason, every phase, every owner.
+
+mod fuzz;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -6,27 +8,32 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::*;
-use crate::api::{InventoryEntry, Phase, RetryStatus};
+use crate::api::{ConflictStatus, InventoryEntry, Phase, RetryStatus};
 use crate::keys::ANNOTATION_REVISION;
 use crate::render::object::expected_stamp;
 use crate::render::{Desired, Manifest, RenderedObject};
 use crate::validate::{FieldError, ValidationErrors};
 
-fn desired(revision: &str, image: &str) -> Desired {
-    let id = ObjectId {
-        api_version: "apps/v1".into(),
-        kind: "StatefulSet".into(),
-        namespace: Some("ns".into()),
-        name: "a".into(),
-    };
-    let mut manifest = Manifest::bare("apps/v1", "StatefulSet", "ns", "a");
+fn object(kind: ChildKind, name: &str, revision: &str) -> RenderedObject {
+    let mut manifest = Manifest::bare(kind, "ns", name);
     manifest.metadata.annotations = Some([(ANNOTATION_REVISION, revision.to_string())].into());
+    RenderedObject {
+        id: ObjectId::of(&manifest),
+        manifest,
+        hash: format!("h-{name}"),
+    }
+}
+
+/// A workload and a config map on `revision` (plain, so that the stamps are
+/// the revision).
+pub(crate) fn desired(revision: &str, image: &str) -> Desired {
+    let mut objects = vec![
+        object(ChildKind::StatefulSet, "a", revision),
+        object(ChildKind::ConfigMap, "a-config", revision),
+    ];
+    objects.sort_by(|a, b| a.id.cmp(&b.id));
     Desired {
-        objects: vec![RenderedObject {
-            id,
-            manifest,
-            hash: "h1".into(),
-        }],
+        objects,
         revision: revision.into(),
         pod_template_hash: "p".into(),
         image: image.into(),
@@ -34,27 +41,22 @@ fn desired(revision: &str, image: &str) -> Desired {
 }
 
 /// An instance fully converged on `d`, in `phase`.
-fn converged(d: &Desired, phase: Phase) -> Observed {
+pub(crate) fn converged(d: &Desired, phase: Phase) -> Observed {
     let mut status = KuraInstanceStatus {
         applied_revision: Some(d.revision.clone()),
         phase: Some(phase),
         inventory: d.inventory(),
         ..Default::default()
     };
-    status.inventory[0].owned_fields = Some("f1".into());
+    for e in &mut status.inventory {
+        e.owned_fields = Some("f1".into());
+    }
     let children: BTreeMap<_, _> = d
         .objects
         .iter()
         .map(|o| {
-            let stamp = expected_stamp(&o.id, &o.hash, &d.revision).to_string();
-            (
-                o.id.clone(),
-                LiveChild {
-                    revision: Some(stamp),
-                    owned_fields: Some("f1".into()),
-                    other_managers: vec![],
-                },
-            )
+            let stamp = expected_stamp(&o.id, &o.hash, &d.revision);
+            (o.id.clone(), LiveChild::ours(stamp, "f1"))
         })
         .collect();
     Observed {
@@ -77,8 +79,25 @@ fn reasons(p: Plan) -> Vec<ApplyReason> {
     }
 }
 
+/// The names of the objects an Apply sends.
+fn sent(p: &Plan) -> Vec<String> {
+    match p {
+        Plan::Apply { apply, .. } => apply.iter().map(|op| op.id.name.clone()).collect(),
+        other => panic!("expected Apply, got {other:?}"),
+    }
+}
+
 fn run(o: &Observed, d: &Desired) -> Plan {
     plan(o, Ok(d), &RetryPolicy::default(), now())
+}
+
+fn sts(d: &Desired) -> ObjectId {
+    d.objects
+        .iter()
+        .find(|o| o.id.kind == ChildKind::StatefulSet)
+        .unwrap()
+        .id
+        .clone()
 }
 
 #[test]
@@ -90,10 +109,16 @@ fn converged_instance_plans_nothing_in_every_settled_phase() {
 }
 
 #[test]
-fn nothing_applied_yet_is_initial() {
+fn nothing_applied_yet_is_initial_and_sends_everything_as_creates() {
     let d = desired("r1", "img:1");
     let o = Observed::default();
-    assert_eq!(reasons(run(&o, &d)), vec![ApplyReason::Initial]);
+    let p = run(&o, &d);
+    assert_eq!(reasons(p.clone()), vec![ApplyReason::Initial]);
+    let Plan::Apply { apply, .. } = p else {
+        unreachable!()
+    };
+    assert_eq!(apply.len(), 2);
+    assert!(apply.iter().all(|op| op.create));
 }
 
 #[test]
@@ -108,64 +133,203 @@ fn manifest_drift_applies_in_every_phase_including_wedged_activation() {
         Phase::Stalled,
         Phase::Applying,
     ] {
-        let r = reasons(run(&converged(&old, phase), &new));
-        assert!(r.contains(&ApplyReason::ManifestDrift), "{phase:?}: {r:?}");
+        let p = run(&converged(&old, phase), &new);
+        assert_eq!(sent(&p), ["a", "a-config"], "{phase:?}");
+        assert!(
+            reasons(p).contains(&ApplyReason::ManifestDrift),
+            "{phase:?}"
+        );
     }
 }
 
 #[test]
-fn image_drift_applies() {
-    let d = desired("r1", "img:1");
+fn a_revision_already_on_every_object_is_recorded_without_sending_anything() {
+    // An apply whose status write never happened (a crash, a failed write).
+    let d = desired("r2", "img:1");
     let mut o = converged(&d, Phase::Ready);
-    o.running_image = Some("img:0".into());
-    assert_eq!(reasons(run(&o, &d)), vec![ApplyReason::ImageDrift]);
+    o.status.applied_revision = Some("r1".into());
+    let p = run(&o, &d);
+    assert_eq!(sent(&p), Vec::<String>::new());
+    assert_eq!(reasons(p), vec![ApplyReason::ManifestDrift]);
 }
 
 #[test]
-fn new_force_token_applies_and_a_handled_one_does_not() {
+fn a_retry_after_a_half_applied_revision_sends_only_what_still_differs() {
+    // The ConfigMap of r2 went through, the StatefulSet was rejected.
+    let old = desired("r1", "img:1");
+    let d = desired("r2", "img:1");
+    let mut o = converged(&old, Phase::Retrying);
+    let cm = d
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::ConfigMap)
+        .unwrap();
+    o.children
+        .insert(cm.id.clone(), LiveChild::ours("r2", "f1"));
+    assert_eq!(sent(&run(&o, &d)), ["a"]);
+}
+
+#[test]
+fn image_drift_sends_the_workload_only() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Ready);
+    o.running_image = Some("img:0".into());
+    let p = run(&o, &d);
+    assert_eq!(sent(&p), ["a"]);
+    assert_eq!(reasons(p), vec![ApplyReason::ImageDrift(vec![])]);
+}
+
+#[test]
+fn a_digest_pinned_form_of_the_desired_tag_is_the_same_image() {
+    let digest = "a".repeat(64);
+    let d = desired("r1", "registry.example/kura:1.2");
+    let mut o = converged(&d, Phase::Ready);
+    o.running_image = Some(format!("registry.example/kura:1.2@sha256:{digest}"));
+    assert_eq!(run(&o, &d), Plan::Converged);
+    for (want, running, same) in [
+        ("r/k:1", "r/k:1", true),
+        ("r/k:1", &format!("r/k:1@sha256:{digest}"), true),
+        ("r/k:1", &format!("r/k:2@sha256:{digest}"), false),
+        ("r/k:1", "r/k@sha256:short", false),
+        (
+            &format!("r/k:1@sha256:{digest}"),
+            &format!("r/k@sha256:{digest}"),
+            true,
+        ),
+        (
+            &format!("r/k:1@sha256:{digest}"),
+            &format!("other/k@sha256:{digest}"),
+            false,
+        ),
+        (
+            "host:5000/k:1",
+            &format!("host:5000/k:1@sha256:{digest}"),
+            true,
+        ),
+        ("r/k:1", "r/k:10", false),
+    ] {
+        assert_eq!(same_image(want, running), same, "{want} vs {running}");
+    }
+}
+
+#[test]
+fn image_taken_back_counts_against_the_conflict_window_and_then_holds() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Ready);
+    o.running_image = Some("img:other".into());
+    o.children.get_mut(&sts(&d)).unwrap().other_managers = vec!["kubectl-set".into()];
+    assert_eq!(
+        reasons(run(&o, &d)),
+        vec![ApplyReason::ImageDrift(vec!["kubectl-set".into()])]
+    );
+    o.status.conflict = Some(ConflictStatus {
+        take_backs: MAX_TAKE_BACKS,
+        window_start: (now() - jiff::SignedDuration::from_secs(10)).to_string(),
+        managers: vec!["kubectl-set".into()],
+    });
+    assert!(matches!(run(&o, &d), Plan::ConflictHold { .. }));
+    // A user's own change is never held: a new revision applies at once.
+    assert!(matches!(
+        run(&o, &desired("r2", "img:2")),
+        Plan::Apply { .. }
+    ));
+}
+
+#[test]
+fn new_force_token_sends_everything_and_a_handled_one_nothing() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);
     o.force_token = Some("t1".into());
-    assert_eq!(reasons(run(&o, &d)), vec![ApplyReason::Forced]);
+    let p = run(&o, &d);
+    assert_eq!(sent(&p).len(), d.objects.len());
+    assert_eq!(reasons(p), vec![ApplyReason::Forced]);
     o.status.last_handled_reapply_at = Some("t1".into());
     assert_eq!(run(&o, &d), Plan::Converged);
 }
 
 #[test]
-fn missing_child_applies() {
+fn missing_child_is_created_alone() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);
-    o.children.clear();
+    o.children.remove(&sts(&d));
+    let p = run(&o, &d);
     assert!(matches!(
-        reasons(run(&o, &d))[..],
+        reasons(p.clone())[..],
         [ApplyReason::ChildMissing(_)]
     ));
+    let Plan::Apply { apply, .. } = p else {
+        unreachable!()
+    };
+    assert_eq!(apply.len(), 1);
+    assert!(apply[0].create);
 }
 
 #[test]
-fn child_with_another_revision_applies() {
+fn child_with_another_revision_is_sent_alone() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);
-    o.children
-        .values_mut()
-        .for_each(|c| c.revision = Some("r0".into()));
-    assert!(matches!(
-        reasons(run(&o, &d))[..],
-        [ApplyReason::ChildRevision(_)]
-    ));
+    o.children.get_mut(&sts(&d)).unwrap().revision = Some("r0".into());
+    let p = run(&o, &d);
+    assert_eq!(sent(&p), ["a"]);
+    assert!(matches!(reasons(p)[..], [ApplyReason::ChildRevision(_)]));
 }
 
 #[test]
-fn fields_taken_by_another_manager_apply() {
+fn fields_taken_by_another_manager_are_taken_back_on_that_child_only() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);
-    o.children
-        .values_mut()
-        .for_each(|c| c.owned_fields = Some("f2".into()));
-    assert!(matches!(
-        reasons(run(&o, &d))[..],
-        [ApplyReason::FieldDrift(..)]
-    ));
+    o.children.get_mut(&sts(&d)).unwrap().owned_fields = Some("f2".into());
+    let p = run(&o, &d);
+    assert_eq!(sent(&p), ["a"]);
+    assert!(matches!(reasons(p)[..], [ApplyReason::FieldDrift(..)]));
+}
+
+#[test]
+fn an_object_of_the_desired_name_that_is_not_ours_is_reported_and_nothing_is_sent() {
+    let d = desired("r1", "img:1");
+    let mut o = Observed::default();
+    let cm = d
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::ConfigMap)
+        .unwrap();
+    let mut foreign = LiveChild::ours("", "x");
+    foreign.owner = Owner::Foreign("is controlled by KuraInstance other".into());
+    o.children.insert(cm.id.clone(), foreign);
+    match run(&o, &d) {
+        Plan::NameConflict(c) => {
+            assert_eq!(c.len(), 1);
+            assert!(
+                c[0].contains("a-config") && c[0].contains("KuraInstance other"),
+                "{c:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Even a force token never takes it over.
+    o.force_token = Some("t".into());
+    assert!(matches!(run(&o, &d), Plan::NameConflict(_)));
+}
+
+#[test]
+fn an_object_handed_over_with_the_adopt_annotation_is_taken_over() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Ready);
+    let cm = d
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::ConfigMap)
+        .unwrap();
+    let live = o.children.get_mut(&cm.id).unwrap();
+    live.owner = Owner::Adopt;
+    let Plan::Apply { apply, .. } = run(&o, &d) else {
+        panic!("adopting applies")
+    };
+    assert_eq!(apply.len(), 1);
+    assert!(
+        !apply[0].create,
+        "an existing object is applied, not created"
+    );
 }
 
 #[test]
@@ -243,26 +407,129 @@ fn new_inputs_or_force_token_retry_at_once_while_stalled() {
 }
 
 #[test]
-fn stale_inventory_objects_are_pruned_and_kept_ones_are_not() {
+fn one_failure_count_belongs_to_its_inputs() {
+    let d = desired("r2", "img:1");
+    let mut o = converged(&d, Phase::Stalled);
+    failing(&mut o, &d, 4, 1);
+    assert_eq!(failures_for(&o.status, &inputs_key("r2", None)), 4);
+    // A new revision or force token starts from nothing: its first retry
+    // waits the base backoff, not the old inputs' fourth.
+    assert_eq!(failures_for(&o.status, &inputs_key("r3", None)), 0);
+    assert_eq!(failures_for(&o.status, &inputs_key("r2", Some("t"))), 0);
+    let p = RetryPolicy::default();
+    assert_eq!(p.wait_after(1), (p.base_backoff, false));
+    assert_eq!(p.wait_after(5), (p.stall_window(), true));
+}
+
+#[test]
+fn a_forced_reapply_that_failed_stays_forced_until_it_succeeds() {
+    // The token is recorded as handled only by a successful apply (status).
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Retrying);
+    o.force_token = Some("t1".into());
+    failing(&mut o, &d, 1, 1);
+    assert!(matches!(run(&o, &d), Plan::Backoff { .. }));
+    failing(&mut o, &d, 1, 10);
+    assert!(reasons(run(&o, &d)).contains(&ApplyReason::Forced));
+}
+
+fn entry(kind: ChildKind, name: &str) -> InventoryEntry {
+    ObjectId {
+        kind,
+        namespace: Some("ns".into()),
+        name: name.into(),
+    }
+    .inventory_entry("x".into(), None)
+}
+
+fn prune_of(p: Plan) -> Vec<String> {
+    match p {
+        Plan::Apply { prune, .. } => prune.into_iter().map(|id| id.name).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn stale_objects_are_pruned_whether_inventoried_or_found_by_label() {
     let d = desired("r2", "img:1");
     let mut o = converged(&d, Phase::Ready);
-    o.status.applied_revision = Some("r1".into());
-    let gone = InventoryEntry {
-        api_version: "kura.dev/v1alpha1".into(),
-        kind: "KuraGateway".into(),
-        name: "gw".into(),
+    // Inventoried and still in the cache, ours.
+    let gw = ObjectId::from_inventory(&entry(ChildKind::KuraGateway, "gw")).unwrap();
+    o.status.inventory.push(entry(ChildKind::KuraGateway, "gw"));
+    o.children.insert(gw, LiveChild::ours("x", "f"));
+    // Inventoried, but the cache does not show it: asked for, never assumed gone.
+    o.status.inventory.push(entry(ChildKind::Ingress, "unseen"));
+    // Not inventoried (an apply that failed half-way created it), found by its
+    // labels and created by this instance.
+    let orphan = ObjectId::from_inventory(&entry(ChildKind::Ingress, "a.1234abcd")).unwrap();
+    o.children.insert(orphan, LiveChild::ours("r1", "f"));
+    // Labelled as ours but someone else's object: never a candidate.
+    let foreign = ObjectId::from_inventory(&entry(ChildKind::Ingress, "lookalike")).unwrap();
+    let mut live = LiveChild::ours("r1", "f");
+    live.owner = Owner::Foreign("was not created by this instance".into());
+    o.children.insert(foreign, live);
+    // Inventoried but someone else's now: dropped, not deleted.
+    o.status.inventory.push(entry(ChildKind::Service, "taken"));
+    let taken = ObjectId::from_inventory(&entry(ChildKind::Service, "taken")).unwrap();
+    let mut live = LiveChild::ours("r1", "f");
+    live.owner = Owner::Foreign("is controlled by Deployment x".into());
+    o.children.insert(taken, live);
+    let p = run(&o, &d);
+    assert_eq!(prune_of(p.clone()), ["gw", "a.1234abcd", "unseen"]);
+    assert!(
+        reasons(p)
+            .iter()
+            .all(|r| matches!(r, ApplyReason::Stale(_)))
+    );
+}
+
+#[test]
+fn inventory_entries_of_kinds_we_never_render_are_ignored() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Ready);
+    o.status.inventory.push(InventoryEntry {
+        api_version: "v1".into(),
+        kind: "PersistentVolumeClaim".into(),
+        name: "data-a-0".into(),
         namespace: Some("ns".into()),
         hash: "x".into(),
         owned_fields: None,
+    });
+    assert_eq!(run(&o, &d), Plan::Converged);
+}
+
+#[test]
+fn an_ingress_moving_to_another_class_has_its_old_address_cleared() {
+    let mut d = desired("r2", "img:1");
+    let mut manifest = Manifest::bare(ChildKind::Ingress, "ns", "a");
+    manifest.content = crate::render::manifest::Content::Spec(crate::render::kinds::Spec::Ingress(
+        crate::render::kinds::IngressSpec {
+            ingress_class_name: "new".into(),
+            rules: vec![],
+        },
+    ));
+    manifest.metadata.annotations = Some([(ANNOTATION_REVISION, "r2".to_string())].into());
+    let ingress = RenderedObject {
+        id: ObjectId::of(&manifest),
+        manifest,
+        hash: "h".into(),
     };
-    o.status.inventory.push(gone);
-    match run(&o, &d) {
-        Plan::Apply { prune, .. } => {
-            assert_eq!(prune.len(), 1);
-            assert_eq!(prune[0].kind, "KuraGateway");
-        }
-        other => panic!("{other:?}"),
-    }
+    d.objects.push(ingress.clone());
+    let mut o = converged(&d, Phase::Ready);
+    let mut live = LiveChild::ours("r1", "f1");
+    live.ingress_class = Some("old".into());
+    o.children.insert(ingress.id.clone(), live);
+    let Plan::Apply { apply, .. } = run(&o, &d) else {
+        panic!()
+    };
+    assert_eq!(apply.len(), 1);
+    assert!(apply[0].clear_address);
+    // The same class: the address stands.
+    o.children.get_mut(&ingress.id).unwrap().ingress_class = Some("new".into());
+    let Plan::Apply { apply, .. } = run(&o, &d) else {
+        panic!()
+    };
+    assert!(!apply[0].clear_address);
 }
 
 #[test]
@@ -281,24 +548,43 @@ fn transient_backoff_doubles_from_half_a_second_to_a_minute_with_jitter() {
 fn right_after_its_own_apply_a_child_the_cache_lacks_waits_for_the_cache() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Activating);
-    let service = d.objects[0].id.clone();
-    o.children.remove(&service);
+    o.children.remove(&sts(&d));
     o.just_applied = true;
-    assert_eq!(
-        plan(&o, Ok(&d), &RetryPolicy::default(), now()),
-        Plan::Settling
-    );
+    assert_eq!(run(&o, &d), Plan::Settling);
     // Once settled, a child still missing is applied again.
     o.just_applied = false;
-    assert!(matches!(
-        plan(&o, Ok(&d), &RetryPolicy::default(), now()),
-        Plan::Apply { .. }
-    ));
+    assert!(matches!(run(&o, &d), Plan::Apply { .. }));
     // A force token is never mistaken for cache lag.
     o.just_applied = true;
     o.force_token = Some("again".into());
-    assert!(matches!(
-        plan(&o, Ok(&d), &RetryPolicy::default(), now()),
-        Plan::Apply { .. }
-    ));
+    assert!(matches!(run(&o, &d), Plan::Apply { .. }));
+}
+
+#[test]
+fn times_from_status_at_the_end_of_time_neither_panic_nor_hold_longer_than_the_policy() {
+    let d = desired("r2", "img:1");
+    let mut o = converged(&desired("r1", "img:1"), Phase::Stalled);
+    // The latest time jiff can represent, and beyond it.
+    let far = "9999-12-30T21:59:59Z";
+    o.status.retry = Some(RetryStatus {
+        failures: i64::MAX,
+        inputs_key: inputs_key("r2", None),
+        last_error: String::new(),
+        last_failure_time: far.into(),
+    });
+    o.status.conflict = Some(ConflictStatus {
+        take_backs: i64::MAX,
+        window_start: far.into(),
+        managers: vec![],
+    });
+    let p = RetryPolicy::default();
+    match plan(&o, Ok(&d), &p, now()) {
+        Plan::Stalled { at } => assert!(at <= later(now(), p.stall_window())),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(later(Timestamp::MAX, Duration::MAX), Timestamp::MAX);
+    // Beyond what can be represented: as if absent, so it is tried now (and
+    // the status written then carries a real time).
+    o.status.retry.as_mut().unwrap().last_failure_time = "9999-12-31T23:59:59Z".into();
+    assert!(matches!(plan(&o, Ok(&d), &p, now()), Plan::Apply { .. }));
 }

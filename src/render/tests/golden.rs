@@ -10,6 +10,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::*;
+use crate::kind::ChildKind;
 
 /// (instance, revision, pod template hash) under examples/config.yaml.
 const GOLDEN: [(&str, &str, &str); 3] = [
@@ -129,17 +130,19 @@ fn an_object_hash_is_the_hex_sha256_of_its_canonical_json() {
 
 #[test]
 fn the_revision_hashes_one_line_per_object_with_empty_namespace_for_cluster_scope() {
-    let id = |kind: &str, namespace: Option<&str>| ObjectId {
-        api_version: "v1".into(),
-        kind: kind.into(),
+    let id = |kind: ChildKind, namespace: Option<&str>| ObjectId {
+        kind,
         namespace: namespace.map(String::from),
         name: "n".into(),
     };
-    let (a, b) = (id("ConfigMap", Some("ns")), id("Namespace", None));
+    let (a, b) = (
+        id(ChildKind::ConfigMap, Some("ns")),
+        id(ChildKind::IngressClass, None),
+    );
     let revision = hash::revision([(&a, "h1"), (&b, "h2")].into_iter());
     let expected = format!(
         "{:x}",
-        Sha256::digest(b"v1 ConfigMap ns/n h1\nv1 Namespace /n h2\n")
+        Sha256::digest(b"v1 ConfigMap ns/n h1\nnetworking.k8s.io/v1 IngressClass /n h2\n")
     );
     assert_eq!(revision, expected);
 }

@@ -54,7 +54,7 @@ fn founding_incident_auto_instance_moving_from_cloud_to_host_region_changes_revi
     // Everything else is still there: pruning removes exactly the gateway.
     let ids = |d: &Desired| -> Vec<ObjectId> { d.objects.iter().map(|o| o.id.clone()).collect() };
     let mut expected = ids(&before);
-    expected.retain(|id| id.kind != "KuraGateway");
+    expected.retain(|id| id.kind != crate::kind::ChildKind::KuraGateway);
     assert_eq!(ids(&after), expected);
 
     // An ingress class is nothing a pod cares about: the pods must not roll (INCIDENTS.md #4).

@@ -36,7 +36,7 @@ fn label<'a>(object: &'a RenderedObject, key: &str) -> Option<&'a str> {
 }
 
 fn is_gateway(object: &RenderedObject) -> bool {
-    object.id.kind == "KuraGateway"
+    object.id.kind == crate::kind::ChildKind::KuraGateway
 }
 
 #[test]

@@ -1,0 +1,128 @@
+//! The kinds of object the operator renders, applies, watches and prunes, as one
+//! type: adding a kind is one edit here that the compiler then completes
+//! everywhere a kind is matched (caches, apply waves, API paths).
+
+use kube::core::{ApiResource, GroupVersionKind};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChildKind {
+    ConfigMap,
+    Deployment,
+    Ingress,
+    IngressClass,
+    KuraGateway,
+    NetworkPolicy,
+    PodDisruptionBudget,
+    Service,
+    ServiceAccount,
+    StatefulSet,
+}
+
+impl ChildKind {
+    pub const ALL: [ChildKind; 10] = [
+        ChildKind::ConfigMap,
+        ChildKind::Deployment,
+        ChildKind::Ingress,
+        ChildKind::IngressClass,
+        ChildKind::KuraGateway,
+        ChildKind::NetworkPolicy,
+        ChildKind::PodDisruptionBudget,
+        ChildKind::Service,
+        ChildKind::ServiceAccount,
+        ChildKind::StatefulSet,
+    ];
+
+    pub const fn api_version(self) -> &'static str {
+        match self {
+            ChildKind::ConfigMap | ChildKind::Service | ChildKind::ServiceAccount => "v1",
+            ChildKind::Deployment | ChildKind::StatefulSet => "apps/v1",
+            ChildKind::Ingress | ChildKind::IngressClass | ChildKind::NetworkPolicy => {
+                "networking.k8s.io/v1"
+            }
+            ChildKind::PodDisruptionBudget => "policy/v1",
+            ChildKind::KuraGateway => "kura.dev/v1alpha1",
+        }
+    }
+
+    pub const fn kind(self) -> &'static str {
+        match self {
+            ChildKind::ConfigMap => "ConfigMap",
+            ChildKind::Deployment => "Deployment",
+            ChildKind::Ingress => "Ingress",
+            ChildKind::IngressClass => "IngressClass",
+            ChildKind::KuraGateway => "KuraGateway",
+            ChildKind::NetworkPolicy => "NetworkPolicy",
+            ChildKind::PodDisruptionBudget => "PodDisruptionBudget",
+            ChildKind::Service => "Service",
+            ChildKind::ServiceAccount => "ServiceAccount",
+            ChildKind::StatefulSet => "StatefulSet",
+        }
+    }
+
+    /// The resource name in API paths.
+    pub const fn plural(self) -> &'static str {
+        match self {
+            ChildKind::ConfigMap => "configmaps",
+            ChildKind::Deployment => "deployments",
+            ChildKind::Ingress => "ingresses",
+            ChildKind::IngressClass => "ingressclasses",
+            ChildKind::KuraGateway => "kuragateways",
+            ChildKind::NetworkPolicy => "networkpolicies",
+            ChildKind::PodDisruptionBudget => "poddisruptionbudgets",
+            ChildKind::Service => "services",
+            ChildKind::ServiceAccount => "serviceaccounts",
+            ChildKind::StatefulSet => "statefulsets",
+        }
+    }
+
+    pub const fn namespaced(self) -> bool {
+        !matches!(self, ChildKind::IngressClass)
+    }
+
+    /// Apply order: what workloads and ingresses depend on goes first (a pod
+    /// cannot be created before its ServiceAccount exists).
+    pub const fn wave(self) -> u8 {
+        match self {
+            ChildKind::StatefulSet | ChildKind::Deployment | ChildKind::Ingress => 1,
+            _ => 0,
+        }
+    }
+
+    /// The kind of an `apiVersion` and `kind` pair (as found in a status
+    /// inventory, which anyone with access can write), if it is one of ours.
+    pub fn parse(api_version: &str, kind: &str) -> Option<ChildKind> {
+        ChildKind::ALL
+            .into_iter()
+            .find(|k| k.api_version() == api_version && k.kind() == kind)
+    }
+
+    pub fn api_resource(self) -> ApiResource {
+        let (group, version) = self
+            .api_version()
+            .rsplit_once('/')
+            .unwrap_or(("", self.api_version()));
+        let gvk = GroupVersionKind::gvk(group, version, self.kind());
+        ApiResource::from_gvk_with_plural(&gvk, self.plural())
+    }
+}
+
+impl std::fmt::Display for ChildKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChildKind;
+
+    #[test]
+    fn every_kind_parses_back_from_its_api_version_and_kind() {
+        for k in ChildKind::ALL {
+            assert_eq!(ChildKind::parse(k.api_version(), k.kind()), Some(k));
+            assert_eq!(k.api_resource().plural, k.plural());
+        }
+        assert_eq!(ChildKind::parse("v1", "PersistentVolumeClaim"), None);
+        assert_eq!(ChildKind::parse("apps/v1", "ConfigMap"), None);
+    }
+}

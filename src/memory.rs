@@ -1,0 +1,316 @@
+//! What this process remembers about each instance between reconciles, in one
+//! record per uid with one lifetime: it is created by the first reconcile that
+//! has something to remember, and dropped when the instance leaves the cache
+//! ([`Memory::retain`], run on every resync tick) or is seen deleted.
+//!
+//! Nothing here overrides what the cluster says once the cluster has caught up:
+//! the status this process wrote is used only while the cache still holds an
+//! *older* version of the instance ([`Memory::recall`]); a status written by
+//! anyone else later (an administrator clearing `retry`) wins at once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+
+use crate::api::{KuraInstance, KuraInstanceStatus};
+
+#[derive(Default)]
+pub struct Memory {
+    records: Mutex<HashMap<String, Record>>,
+}
+
+/// One instance's memory.
+#[derive(Clone, Debug, Default)]
+pub struct Record {
+    /// The status this process last wrote and the resourceVersion that write produced.
+    own_status: Option<(String, KuraInstanceStatus)>,
+    /// When this process last wrote the status (`status::worth_writing`).
+    status_written_at: Option<Instant>,
+    /// This process's last successful apply: the inputs it applied, and when.
+    last_apply: Option<(String, Instant)>,
+    /// Consecutive transient failures of one set of inputs.
+    transient: Option<TransientStreak>,
+}
+
+/// Transient failures (throttling, a 5xx, the apiserver out of reach) of the
+/// same inputs in a row. They are retried quickly and kept out of status until
+/// the streak is old enough to be news.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransientStreak {
+    pub inputs_key: String,
+    pub failures: u32,
+    /// When the first failure of the streak happened (wall clock, for status;
+    /// the monotonic one decides).
+    pub since: Timestamp,
+    started: Instant,
+}
+
+impl TransientStreak {
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// What a reconcile reads from memory, once, at its start.
+#[derive(Clone, Debug, Default)]
+pub struct Recall {
+    /// The status to decide from: the cache's, or the one this process wrote
+    /// if the cache has not caught up with that write yet.
+    pub status: Option<KuraInstanceStatus>,
+    pub since_status_written: Option<Duration>,
+    /// The inputs key of this process's last apply if it was within `window`.
+    pub recently_applied: Option<String>,
+    pub transient: Option<TransientStreak>,
+}
+
+/// Whether the cache's resourceVersion `cached` is at least as new as `ours`.
+/// resourceVersions are opaque by contract, but every apiserver backed by etcd
+/// issues increasing integers; where either does not parse, nothing is known
+/// and the cluster wins.
+fn caught_up(cached: Option<&str>, ours: &str) -> bool {
+    match (
+        cached.and_then(|c| c.parse::<u64>().ok()),
+        ours.parse::<u64>().ok(),
+    ) {
+        (Some(c), Some(o)) => c >= o,
+        _ => true,
+    }
+}
+
+impl Memory {
+    pub fn recall(&self, instance: &KuraInstance, settle: Duration) -> Recall {
+        let Some(uid) = instance.metadata.uid.as_deref() else {
+            return Recall {
+                status: instance.status.clone(),
+                ..Recall::default()
+            };
+        };
+        let mut records = self.records.lock().unwrap();
+        let Some(record) = records.get_mut(uid) else {
+            return Recall {
+                status: instance.status.clone(),
+                ..Recall::default()
+            };
+        };
+        let cached_rv = instance.metadata.resource_version.as_deref();
+        let status = match &record.own_status {
+            Some((rv, own)) if !caught_up(cached_rv, rv) => Some(own.clone()),
+            Some(_) => {
+                record.own_status = None;
+                instance.status.clone()
+            }
+            None => instance.status.clone(),
+        };
+        Recall {
+            status,
+            since_status_written: record.status_written_at.map(|t| t.elapsed()),
+            recently_applied: record
+                .last_apply
+                .as_ref()
+                .filter(|(_, at)| at.elapsed() < settle)
+                .map(|(key, _)| key.clone()),
+            transient: record.transient.clone(),
+        }
+    }
+
+    fn with(&self, instance: &KuraInstance, f: impl FnOnce(&mut Record)) {
+        if let Some(uid) = &instance.metadata.uid {
+            f(self.records.lock().unwrap().entry(uid.clone()).or_default());
+        }
+    }
+
+    pub fn applied(&self, instance: &KuraInstance, inputs_key: &str) {
+        self.with(instance, |r| {
+            r.last_apply = Some((inputs_key.to_string(), Instant::now()))
+        });
+    }
+
+    pub fn status_written(
+        &self,
+        instance: &KuraInstance,
+        rv_after: Option<String>,
+        status: &KuraInstanceStatus,
+    ) {
+        self.with(instance, |r| {
+            r.status_written_at = Some(Instant::now());
+            r.own_status = rv_after.map(|rv| (rv, status.clone()));
+        });
+    }
+
+    /// Counts a transient failure of `inputs_key`; a failure of other inputs
+    /// starts a new streak. Returns the streak.
+    pub fn transient_failure(
+        &self,
+        instance: &KuraInstance,
+        inputs_key: &str,
+        now: Timestamp,
+    ) -> TransientStreak {
+        let mut out = None;
+        self.with(instance, |r| {
+            let streak = match r.transient.take() {
+                Some(mut s) if s.inputs_key == inputs_key => {
+                    s.failures = s.failures.saturating_add(1);
+                    s
+                }
+                _ => TransientStreak {
+                    inputs_key: inputs_key.to_string(),
+                    failures: 1,
+                    since: now,
+                    started: Instant::now(),
+                },
+            };
+            out = Some(streak.clone());
+            r.transient = Some(streak);
+        });
+        out.unwrap_or(TransientStreak {
+            inputs_key: inputs_key.to_string(),
+            failures: 1,
+            since: now,
+            started: Instant::now(),
+        })
+    }
+
+    /// A reconcile got through: the transient streak is over.
+    pub fn transient_over(&self, instance: &KuraInstance) {
+        if let Some(uid) = &instance.metadata.uid
+            && let Some(r) = self.records.lock().unwrap().get_mut(uid)
+        {
+            r.transient = None;
+        }
+    }
+
+    pub fn forget(&self, uid: &str) {
+        self.records.lock().unwrap().remove(uid);
+    }
+
+    /// Drops the records of instances no longer in `live` (deleted, or moved
+    /// out of scope).
+    pub fn retain(&self, live: &HashSet<String>) {
+        self.records
+            .lock()
+            .unwrap()
+            .retain(|uid, _| live.contains(uid));
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    use super::{Memory, caught_up};
+    use crate::api::{KuraInstance, KuraInstanceStatus, Phase, RetryStatus};
+
+    fn instance(uid: &str, rv: &str, status: Option<KuraInstanceStatus>) -> KuraInstance {
+        let mut i: KuraInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+            "metadata": {"name": "a", "namespace": "ns", "uid": uid, "resourceVersion": rv},
+            "spec": {"account": "a", "region": "r", "image": "k:1", "storage": {"size": "1Gi"}},
+        }))
+        .unwrap();
+        i.status = status;
+        i
+    }
+
+    fn phase(p: Phase) -> KuraInstanceStatus {
+        KuraInstanceStatus {
+            phase: Some(p),
+            ..Default::default()
+        }
+    }
+
+    const SETTLE: Duration = Duration::from_secs(3);
+
+    #[test]
+    fn resource_versions_compare_as_numbers_and_unknown_forms_let_the_cluster_win() {
+        assert!(!caught_up(Some("9"), "10"));
+        assert!(caught_up(Some("10"), "10"));
+        assert!(caught_up(Some("11"), "10"));
+        assert!(caught_up(None, "10"));
+        assert!(caught_up(Some("abc"), "10"));
+        assert!(caught_up(Some("x"), "y"));
+    }
+
+    #[test]
+    fn own_status_is_used_only_until_the_cache_catches_up() {
+        let m = Memory::default();
+        let old = instance("u", "10", Some(phase(Phase::Activating)));
+        m.status_written(&old, Some("12".into()), &phase(Phase::Ready));
+        // The cache still holds version 10 (or an intermediate 11): ours is fresher.
+        assert_eq!(m.recall(&old, SETTLE).status, Some(phase(Phase::Ready)));
+        let mid = instance("u", "11", Some(phase(Phase::Activating)));
+        assert_eq!(m.recall(&mid, SETTLE).status, Some(phase(Phase::Ready)));
+        // Caught up: the cache is used, and the remembered copy is dropped.
+        let caught = instance("u", "12", Some(phase(Phase::Ready)));
+        assert_eq!(m.recall(&caught, SETTLE).status, Some(phase(Phase::Ready)));
+        assert_eq!(m.recall(&old, SETTLE).status, old.status);
+    }
+
+    #[test]
+    fn a_newer_status_written_by_someone_else_wins_at_once() {
+        let m = Memory::default();
+        let failing = KuraInstanceStatus {
+            retry: Some(RetryStatus {
+                failures: 4,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        m.status_written(&instance("u", "10", None), Some("20".into()), &failing);
+        // An administrator cleared `retry` after our write: version 21.
+        let cleared = instance("u", "21", Some(KuraInstanceStatus::default()));
+        assert_eq!(
+            m.recall(&cleared, SETTLE).status,
+            Some(KuraInstanceStatus::default())
+        );
+    }
+
+    #[test]
+    fn a_transient_streak_belongs_to_one_set_of_inputs() {
+        let m = Memory::default();
+        let i = instance("u", "1", None);
+        let now = jiff::Timestamp::now();
+        assert_eq!(m.transient_failure(&i, "r1/", now).failures, 1);
+        assert_eq!(m.transient_failure(&i, "r1/", now).failures, 2);
+        // New inputs: a fresh streak, not the old count.
+        assert_eq!(m.transient_failure(&i, "r2/", now).failures, 1);
+        assert_eq!(m.recall(&i, SETTLE).transient.unwrap().failures, 1);
+        m.transient_over(&i);
+        assert!(m.recall(&i, SETTLE).transient.is_none());
+    }
+
+    #[test]
+    fn records_of_instances_gone_from_the_cache_are_dropped() {
+        let m = Memory::default();
+        for uid in ["a", "b", "c"] {
+            m.applied(&instance(uid, "1", None), "r/");
+        }
+        assert_eq!(m.len(), 3);
+        m.retain(&HashSet::from(["b".to_string()]));
+        assert_eq!(m.len(), 1);
+        m.forget("b");
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_recent_apply_is_remembered_for_the_settle_window_only() {
+        let m = Memory::default();
+        let i = instance("u", "1", None);
+        m.applied(&i, "r/t");
+        assert_eq!(
+            m.recall(&i, SETTLE).recently_applied.as_deref(),
+            Some("r/t")
+        );
+        assert_eq!(m.recall(&i, Duration::ZERO).recently_applied, None);
+    }
+}

@@ -1,0 +1,177 @@
+//! Carrying out a `Plan::Apply`: apply what plan chose, prune what is stale,
+//! and turn what happened into an `Outcome` and the time to look again.
+//!
+//! Transient failures (throttling, a 5xx from a webhook whose service is down,
+//! the apiserver out of reach) are retried quickly and quietly at first; once
+//! the same inputs have failed transiently for `RetryPolicy::transient_report_after`
+//! they are reported (Ready False naming the object, verb and message; an
+//! Event; a metric) while the quick retries go on. Other failures are reported
+//! at once and retried under the budget. Each retry sends only what still
+//! differs (plan's choice), never the whole set again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::apply::{self, For};
+use super::plan::{ApplyOp, ApplyReason, Observed, failures_for};
+use super::prune::{self, PruneFor};
+use super::status::Outcome;
+use super::{ACTIVATION_RECHECK, Error};
+use crate::api::{InventoryEntry, KuraInstance};
+use crate::context::Context;
+use crate::memory::TransientStreak;
+use crate::render::{Desired, ObjectId};
+
+pub struct Steps<'a> {
+    pub reasons: Vec<ApplyReason>,
+    pub apply: Vec<ApplyOp>,
+    pub prune: Vec<ObjectId>,
+    /// The inputs key (revision and force token) the failures belong to.
+    pub key: &'a str,
+}
+
+pub async fn rollout(
+    ctx: &Context,
+    instance: &KuraInstance,
+    observed: &Observed,
+    desired: &Desired,
+    steps: Steps<'_>,
+    now: Timestamp,
+) -> Result<(Outcome, Duration), Error> {
+    let uid = instance.metadata.uid.as_deref().unwrap_or_default();
+    let name = instance.metadata.name.as_deref().unwrap_or_default();
+    let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
+    let Steps {
+        reasons,
+        apply: ops,
+        prune: stale,
+        key,
+    } = steps;
+    let fingerprints = match apply::apply(&ctx.client, desired, &ops, &For { uid, name }).await {
+        Ok(fingerprints) => fingerprints,
+        Err(failure) if failure.is_transient() => {
+            let streak = quiet_or_report(ctx, instance, key, &failure, now)?;
+            let delay = transient_delay(ctx, instance, &streak);
+            let outcome = Outcome::ApplyFailed {
+                reasons,
+                failure,
+                streak: Some(streak),
+            };
+            return Ok((outcome, delay));
+        }
+        Err(failure) => {
+            let delay = match failure.class {
+                apply::FailureClass::NameConflict => ctx.policy.stall_window(),
+                _ => budgeted_delay(ctx, observed, key),
+            };
+            let outcome = Outcome::ApplyFailed {
+                reasons,
+                failure,
+                streak: None,
+            };
+            return Ok((outcome, delay));
+        }
+    };
+    ctx.memory.applied(instance, key);
+    let config = ctx.config();
+    let target = PruneFor {
+        uid,
+        name,
+        namespace,
+    };
+    let pruned = prune::prune(&ctx.client, &ctx.stores, &target, &stale, &config).await;
+    ctx.faults.after_apply();
+    let inventory = inventory_after(observed, desired, &fingerprints, &pruned.remaining);
+    let sent = ops.iter().map(|op| op.id.to_string()).collect();
+    let (streak, delay) = match &pruned.failure {
+        None => (None, ACTIVATION_RECHECK),
+        Some(f) if f.is_transient() => {
+            let streak = quiet_or_report(ctx, instance, key, f, now)?;
+            let delay = transient_delay(ctx, instance, &streak);
+            (Some(streak), delay)
+        }
+        Some(_) => (None, budgeted_delay(ctx, observed, key)),
+    };
+    let outcome = Outcome::Applied {
+        reasons,
+        sent,
+        inventory,
+        pruned,
+        streak,
+    };
+    Ok((outcome, delay))
+}
+
+/// Counts a transient failure; until the streak is old enough to report, the
+/// reconcile ends here with an error (no status write) and is retried quickly.
+fn quiet_or_report(
+    ctx: &Context,
+    instance: &KuraInstance,
+    key: &str,
+    failure: &apply::Failure,
+    now: Timestamp,
+) -> Result<TransientStreak, Error> {
+    let streak = ctx.memory.transient_failure(instance, key, now);
+    if streak.age() < ctx.policy.transient_report_after {
+        return Err(Error::Transient {
+            failure: failure.clone(),
+            failures: streak.failures,
+        });
+    }
+    Ok(streak)
+}
+
+fn transient_delay(ctx: &Context, instance: &KuraInstance, streak: &TransientStreak) -> Duration {
+    ctx.policy.transient_backoff(
+        streak.failures,
+        crate::controller::jitter(instance, streak.failures),
+    )
+}
+
+/// The wait after one more failure of these inputs: the same count status records.
+fn budgeted_delay(ctx: &Context, observed: &Observed, key: &str) -> Duration {
+    let failures = failures_for(&observed.status, key).saturating_add(1);
+    ctx.policy.wait_after(failures).0
+}
+
+/// The inventory after an apply: every desired object with the fingerprint of
+/// the fields we own (from the apply's answer for what was sent; otherwise
+/// what the cache shows now, which matched the record or it would have been
+/// sent), plus every stale object still there because its deletion failed.
+fn inventory_after(
+    observed: &Observed,
+    desired: &Desired,
+    fingerprints: &BTreeMap<ObjectId, Option<String>>,
+    remaining: &[ObjectId],
+) -> Vec<InventoryEntry> {
+    let previous = |id: &ObjectId| {
+        observed
+            .status
+            .inventory
+            .iter()
+            .find(|e| ObjectId::from_inventory(e).as_ref() == Some(id))
+    };
+    let mut inventory: Vec<InventoryEntry> = desired
+        .objects
+        .iter()
+        .map(|o| {
+            let owned = match fingerprints.get(&o.id) {
+                Some(sent) => sent.clone(),
+                None => observed
+                    .children
+                    .get(&o.id)
+                    .and_then(|live| live.owned_fields.clone())
+                    .or_else(|| previous(&o.id).and_then(|e| e.owned_fields.clone())),
+            };
+            o.id.inventory_entry(o.hash.clone(), owned)
+        })
+        .collect();
+    inventory.extend(remaining.iter().map(|id| {
+        previous(id)
+            .cloned()
+            .unwrap_or_else(|| id.inventory_entry(String::new(), None))
+    }));
+    inventory
+}

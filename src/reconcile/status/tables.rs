@@ -1,0 +1,373 @@
+//! `compute` and `events_for` as tables: one outcome in, the status and the
+//! Events out, with nothing but values.
+
+use jiff::Timestamp;
+
+use super::*;
+use crate::api::conditions::find;
+use crate::reconcile::apply::{Failure, FailureClass, Stage};
+use crate::reconcile::events::events_for;
+use crate::reconcile::plan::tests::{converged, desired};
+use crate::reconcile::prune::PruneOutcome;
+use crate::render::ObjectId;
+use crate::validate::FieldError;
+
+fn now() -> Timestamp {
+    "2026-01-01T00:10:00Z".parse().unwrap()
+}
+
+fn failure(stage: Stage, class: FailureClass) -> Failure {
+    Failure {
+        stage,
+        class,
+        object: "StatefulSet ns/a".into(),
+        verb: "apply",
+        code: Some(500),
+        message: "failed calling webhook \"x\" (500)".into(),
+    }
+}
+
+/// The status after `outcome`, from an instance converged on r1 that now
+/// desires r2 (with `force` as its token).
+fn after(
+    outcome: &Outcome,
+    force: Option<&str>,
+    activation: Option<&Activation>,
+) -> (KuraInstanceStatus, KuraInstanceStatus) {
+    let d = desired("r2", "img:2");
+    let mut observed = converged(&desired("r1", "img:1"), Phase::Ready);
+    observed.force_token = force.map(String::from);
+    observed.status.conditions = vec![Condition::new(
+        READY,
+        ConditionStatus::True,
+        "Active",
+        "revision r1 is active",
+    )];
+    let prev = observed.status.clone();
+    let s = compute(&StatusInputs {
+        observed: &observed,
+        desired: Some(&d),
+        gateway: None,
+        outcome,
+        activation,
+        policy: &RetryPolicy::default(),
+        now: now(),
+    });
+    (prev, s)
+}
+
+fn ready(s: &KuraInstanceStatus) -> (ConditionStatus, String, String) {
+    let c = find(&s.conditions, READY).expect("a Ready condition");
+    (c.status, c.reason.clone(), c.message.clone())
+}
+
+fn reasons_of(events: &[kube::runtime::events::Event]) -> Vec<String> {
+    events.iter().map(|e| e.reason.clone()).collect()
+}
+
+fn applied(pruned: PruneOutcome) -> Outcome {
+    let d = desired("r2", "img:2");
+    Outcome::Applied {
+        reasons: vec![ApplyReason::ManifestDrift],
+        sent: vec!["StatefulSet ns/a".into()],
+        inventory: d.inventory(),
+        pruned,
+        streak: None,
+    }
+}
+
+#[test]
+fn an_apply_that_became_active_is_ready_on_the_new_revision() {
+    let active = Activation::Active {
+        endpoint: "http://a/".into(),
+    };
+    let (prev, s) = after(&applied(PruneOutcome::default()), Some("t1"), Some(&active));
+    assert_eq!(s.phase, Some(Phase::Ready));
+    assert_eq!(s.applied_revision.as_deref(), Some("r2"));
+    assert_eq!(s.last_handled_reapply_at.as_deref(), Some("t1"));
+    assert_eq!(s.retry, None);
+    assert_eq!(ready(&s).0, ConditionStatus::True);
+    let events = events_for(&prev, &s, &applied(PruneOutcome::default()));
+    assert_eq!(reasons_of(&events), ["Applied", "ForcedReapply"]);
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("StatefulSet ns/a"),
+        "the Applied Event names what was sent"
+    );
+}
+
+#[test]
+fn an_apply_still_activating_says_what_it_waits_for() {
+    let waiting = Activation::Waiting {
+        reason: "IngressNoAddress",
+        message: "ingress a has no address".into(),
+    };
+    let (_, s) = after(&applied(PruneOutcome::default()), None, Some(&waiting));
+    assert_eq!(s.phase, Some(Phase::Activating));
+    assert_eq!(
+        ready(&s),
+        (
+            ConditionStatus::False,
+            "IngressNoAddress".into(),
+            "ingress a has no address".into()
+        )
+    );
+}
+
+#[test]
+fn a_refused_prune_keeps_the_revision_applied_and_the_object_inventoried_and_is_reported() {
+    let left = ObjectId {
+        kind: crate::kind::ChildKind::Ingress,
+        namespace: Some("ns".into()),
+        name: "a.1234abcd".into(),
+    };
+    let d = desired("r2", "img:2");
+    let mut inventory = d.inventory();
+    inventory.push(left.inventory_entry("h".into(), None));
+    let pruned = PruneOutcome {
+        remaining: vec![left],
+        failure: Some(Failure {
+            verb: "delete",
+            object: "Ingress ns/a.1234abcd".into(),
+            code: Some(403),
+            message: "denied by policy (403)".into(),
+            ..failure(Stage::Prune, FailureClass::Rejected)
+        }),
+        ..PruneOutcome::default()
+    };
+    let outcome = Outcome::Applied {
+        reasons: vec![ApplyReason::ManifestDrift],
+        sent: vec![],
+        inventory,
+        pruned,
+        streak: None,
+    };
+    let (prev, s) = after(&outcome, None, None);
+    assert_eq!(s.applied_revision.as_deref(), Some("r2"));
+    assert!(s.inventory.iter().any(|e| e.name == "a.1234abcd"));
+    let (status, reason, message) = ready(&s);
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::False, "PruneFailed")
+    );
+    assert!(
+        message.contains("delete Ingress ns/a.1234abcd"),
+        "{message}"
+    );
+    assert_eq!(s.retry.as_ref().unwrap().failures, 1);
+    assert!(reasons_of(&events_for(&prev, &s, &outcome)).contains(&"PruneFailed".to_string()));
+}
+
+#[test]
+fn a_rejected_apply_counts_against_the_budget_of_its_inputs_and_stalls_at_the_end() {
+    let outcome = Outcome::ApplyFailed {
+        reasons: vec![ApplyReason::Forced],
+        failure: failure(Stage::Apply, FailureClass::Rejected),
+        streak: None,
+    };
+    let (prev, s) = after(&outcome, Some("t1"), None);
+    assert_eq!(s.phase, Some(Phase::Retrying));
+    let retry = s.retry.clone().unwrap();
+    assert_eq!((retry.failures, retry.inputs_key.as_str()), (1, "r2/t1"));
+    // A force whose apply failed is not handled.
+    assert_eq!(s.last_handled_reapply_at, None);
+    assert_eq!(ready(&s).1, "ApplyFailed");
+    assert_eq!(
+        reasons_of(&events_for(&prev, &s, &outcome)),
+        ["ApplyFailed"]
+    );
+    // The same failure again: counted, but no new Event for the same message.
+    let mut observed = converged(&desired("r1", "img:1"), Phase::Retrying);
+    observed.status = s.clone();
+    observed.force_token = Some("t1".into());
+    for _ in 0..4 {
+        let next = compute(&StatusInputs {
+            observed: &observed,
+            desired: Some(&desired("r2", "img:2")),
+            gateway: None,
+            outcome: &outcome,
+            activation: None,
+            policy: &RetryPolicy::default(),
+            now: now(),
+        });
+        let events = reasons_of(&events_for(&observed.status, &next, &outcome));
+        observed.status = next;
+        assert!(!events.contains(&"ApplyFailed".to_string()), "{events:?}");
+    }
+    assert_eq!(observed.status.phase, Some(Phase::Stalled));
+    assert_eq!(observed.status.retry.as_ref().unwrap().failures, 5);
+}
+
+#[test]
+fn a_failure_of_new_inputs_starts_its_own_count() {
+    let outcome = Outcome::ApplyFailed {
+        reasons: vec![ApplyReason::ManifestDrift],
+        failure: failure(Stage::Apply, FailureClass::Rejected),
+        streak: None,
+    };
+    let d = desired("r2", "img:2");
+    let mut observed = converged(&desired("r1", "img:1"), Phase::Stalled);
+    observed.status.retry = Some(RetryStatus {
+        failures: 4,
+        inputs_key: "r1/".into(),
+        last_error: "old".into(),
+        last_failure_time: now().to_string(),
+    });
+    let s = compute(&StatusInputs {
+        observed: &observed,
+        desired: Some(&d),
+        gateway: None,
+        outcome: &outcome,
+        activation: None,
+        policy: &RetryPolicy::default(),
+        now: now(),
+    });
+    assert_eq!(s.retry.unwrap().failures, 1);
+}
+
+#[test]
+fn transient_failures_reported_after_a_while_never_stall_and_keep_a_stable_message() {
+    let memory = crate::memory::Memory::default();
+    let instance: KuraInstance = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
+        "spec": {"account": "a", "region": "r", "image": "k:1", "storage": {"size": "1Gi"}},
+    }))
+    .unwrap();
+    let streak = memory.transient_failure(&instance, "r2/", now());
+    let outcome = Outcome::ApplyFailed {
+        reasons: vec![ApplyReason::ManifestDrift],
+        failure: failure(Stage::Apply, FailureClass::Transient),
+        streak: Some(streak),
+    };
+    let (prev, s) = after(&outcome, None, None);
+    assert_eq!(s.phase, Some(Phase::Retrying));
+    assert_eq!(s.retry, prev.retry, "transient failures spend no budget");
+    let reconciling = find(&s.conditions, RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, "TransientFailure");
+    assert!(
+        reconciling
+            .message
+            .contains("failing since 2026-01-01T00:10:00Z")
+    );
+    assert!(ready(&s).2.contains("webhook"));
+    assert_eq!(
+        reasons_of(&events_for(&prev, &s, &outcome)),
+        ["ApplyFailed"]
+    );
+}
+
+#[test]
+fn a_name_conflict_stalls_at_once_and_is_announced_once() {
+    let outcome = Outcome::ApplyFailed {
+        reasons: vec![ApplyReason::Initial],
+        failure: Failure {
+            verb: "create",
+            message: "ConfigMap ns/a-config exists and was not created by this instance".into(),
+            ..failure(Stage::Apply, FailureClass::NameConflict)
+        },
+        streak: None,
+    };
+    let (prev, s) = after(&outcome, None, None);
+    assert_eq!(s.phase, Some(Phase::Stalled));
+    assert_eq!(ready(&s).1, "NameConflict");
+    assert_eq!(s.retry.as_ref().unwrap().failures, 5);
+    let events = reasons_of(&events_for(&prev, &s, &outcome));
+    assert!(events.contains(&"NameConflict".to_string()), "{events:?}");
+
+    // Found in the caches (someone else's labelled object): the same report.
+    let cached = Outcome::NameConflict(vec![
+        "Service ns/a exists and is controlled by KuraInstance b".into(),
+    ]);
+    let (prev, s) = after(&cached, None, None);
+    assert_eq!(s.phase, Some(Phase::Stalled));
+    assert_eq!(ready(&s).1, "NameConflict");
+    assert!(ready(&s).2.contains("KuraInstance b"));
+    assert_eq!(
+        reasons_of(&events_for(&prev, &s, &cached)),
+        ["NameConflict"]
+    );
+    assert!(events_for(&s, &s, &cached).is_empty(), "announced once");
+}
+
+#[test]
+fn invalid_paused_and_waiting_say_so_and_touch_nothing_else() {
+    let errors = crate::validate::ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
+    let invalid = Outcome::Invalid(errors);
+    let (prev, s) = after(&invalid, None, None);
+    assert_eq!(s.phase, Some(Phase::Invalid));
+    assert_eq!(s.applied_revision, prev.applied_revision);
+    assert_eq!(ready(&s).1, "InvalidSpec");
+    assert_eq!(
+        reasons_of(&events_for(&prev, &s, &invalid)),
+        ["InvalidSpec"]
+    );
+
+    let (_, s) = after(&Outcome::Paused, None, None);
+    assert_eq!(
+        (s.phase, ready(&s).1.as_str()),
+        (Some(Phase::Paused), "Paused")
+    );
+
+    let waiting = Outcome::Waiting { stalled: true };
+    let (prev, s) = after(&waiting, None, None);
+    assert_eq!(s.conditions, prev.conditions);
+    assert_eq!(s.retry, prev.retry);
+    assert!(events_for(&prev, &s, &waiting).is_empty());
+}
+
+#[test]
+fn take_backs_of_contested_values_are_counted_and_reported_from_the_second() {
+    let contested = Outcome::Applied {
+        reasons: vec![ApplyReason::ImageDrift(vec!["kubectl-set".into()])],
+        sent: vec!["StatefulSet ns/a".into()],
+        inventory: desired("r2", "img:2").inventory(),
+        pruned: PruneOutcome::default(),
+        streak: None,
+    };
+    let (_, first) = after(&contested, None, None);
+    assert_eq!(first.conflict.as_ref().unwrap().take_backs, 1);
+    assert!(find(&first.conditions, FIELD_CONFLICT).is_none());
+    let mut observed = converged(&desired("r2", "img:2"), Phase::Ready);
+    observed.status = first;
+    let second = compute(&StatusInputs {
+        observed: &observed,
+        desired: Some(&desired("r2", "img:2")),
+        gateway: None,
+        outcome: &contested,
+        activation: None,
+        policy: &RetryPolicy::default(),
+        now: now(),
+    });
+    let c = find(&second.conditions, FIELD_CONFLICT).expect("reported at two");
+    assert!(c.message.contains("kubectl-set"), "{}", c.message);
+    let events = reasons_of(&events_for(&observed.status, &second, &contested));
+    assert!(events.contains(&"FieldConflict".to_string()));
+}
+
+#[test]
+fn the_same_state_later_is_the_same_status_and_is_not_written() {
+    let active = Activation::Active {
+        endpoint: "http://a/".into(),
+    };
+    let d = desired("r1", "img:1");
+    let mut observed = converged(&d, Phase::Ready);
+    let at = |observed: &Observed, t: &str| -> KuraInstanceStatus {
+        compute(&StatusInputs {
+            observed,
+            desired: Some(&d),
+            gateway: None,
+            outcome: &Outcome::Converged,
+            activation: Some(&active),
+            policy: &RetryPolicy::default(),
+            now: t.parse().unwrap(),
+        })
+    };
+    observed.status = at(&observed, "2026-01-01T00:00:00Z");
+    let later = at(&observed, "2026-01-01T05:00:00Z");
+    assert_eq!(later, observed.status);
+    assert!(!worth_writing(&observed.status, &later, None));
+}
