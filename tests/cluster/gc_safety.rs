@@ -1,7 +1,8 @@
 //! Rollout garbage collection deletes only what it should, against the real
 //! control plane: an unlabelled object (even one that was once in the inventory),
-//! the cache's PersistentVolumeClaims and a gateway another instance still uses
-//! all survive every rollout; an orphaned gateway and its IngressClass go.
+//! the cache's PersistentVolumeClaims and a gateway another instance or a live
+//! Ingress still uses all survive every rollout; an orphaned gateway and its
+//! IngressClass go.
 
 use std::time::Duration;
 
@@ -136,9 +137,24 @@ async fn rollouts_never_delete_what_they_should_not() {
         );
     }
 
-    // Once no instance references the gateway (a2 deleted), it goes, with its class.
+    // a2 goes. The Ingress taken over above still routes through the
+    // gateway's class: the gateway stays while anything uses it.
     instances
         .delete("a2", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("a2's Ingress to be collected", T, || async {
+        ingresses.get_opt("a2").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        gateways.get_opt(&gw_name).await.unwrap().is_some(),
+        "a gateway whose class a live Ingress uses is not collected"
+    );
+    // Once nothing uses it (the taken-over Ingress is deleted by its keeper),
+    // it goes, with its class.
+    ingresses
+        .delete(&alias, &DeleteParams::default())
         .await
         .unwrap();
     wait_for("the orphaned gateway to be deleted", T, || async {

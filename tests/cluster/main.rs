@@ -5,18 +5,26 @@
 mod support;
 
 mod admission;
+mod admission_fakes;
 mod chaos;
 mod chart;
 mod conflict;
 mod control_plane;
 mod deletion;
 mod drift;
+mod failures;
 mod founding_incident;
 mod gc_safety;
 mod idle;
+mod image_drift;
 mod operator;
 mod ops;
+mod orphans;
+mod ownership;
 mod plane_faults;
 mod recovery;
+mod restart;
+mod stale_address;
 mod stall;
+mod status_memory;
 mod throttling;

@@ -155,45 +155,74 @@ async fn rejected_apply_stalls_without_hot_loop_and_recovers_on_fix() {
         "the stall window (60 s) must lead to a bounded retry: {retries}"
     );
 
-    // A force token while Stalled is acted on at once and acknowledged.
+    // A force token while Stalled is acted on at once, with a fresh budget;
+    // its apply is rejected too, so it is not recorded as handled and the
+    // failure stays what status says (a force never hides an error).
     let force = json!({"metadata": {"annotations": {"kura.dev/reapply-at": "while-stalled"}}});
     instances
         .patch("acme", &PatchParams::default(), &Patch::Merge(&force))
         .await
         .unwrap();
-    wait_for(
-        "the force token to be acknowledged while Stalled",
+    let attempted = wait_for(
+        "the force token to be attempted while Stalled",
         Duration::from_secs(30),
         || async {
             let s = instances.get("acme").await.ok()?.status?;
-            (s.last_handled_reapply_at.as_deref() == Some("while-stalled")).then_some(())
+            let retry = s.retry.clone()?;
+            retry.inputs_key.ends_with("/while-stalled").then_some(s)
         },
     )
     .await;
-    let events: Api<Event> = ns.api();
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
-    assert!(
-        reasons.iter().any(|r| r == "ForcedReapply") && reasons.iter().any(|r| r == "Stalled"),
-        "{reasons:?}"
+    assert_ne!(
+        attempted.last_handled_reapply_at.as_deref(),
+        Some("while-stalled")
     );
+    let ready = attempted
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert!(
+        ready.message.contains("at most 2 replicas"),
+        "still reported: {}",
+        ready.message
+    );
+    let events: Api<Event> = ns.api();
+    let reasons = || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect::<Vec<String>>()
+    };
+    assert!(reasons().await.iter().any(|r| r == "Stalled"));
 
     // Fixing the spec is new input: applied at once, with a fresh budget.
     let fixed_at = std::time::Instant::now();
     spec["spec"]["replicas"] = json!(2);
     apply_json(&instances, "test", spec).await.unwrap();
-    wait_ready(&instances, "acme").await;
+    let status = wait_ready(&instances, "acme").await;
     assert!(
         fixed_at.elapsed() < Duration::from_secs(30),
         "recovery took {:?}",
         fixed_at.elapsed()
     );
+    // The force token went through with the fix: now it is handled.
+    assert_eq!(
+        status.last_handled_reapply_at.as_deref(),
+        Some("while-stalled")
+    );
+    wait_for("a ForcedReapply Event", Duration::from_secs(30), || async {
+        reasons()
+            .await
+            .iter()
+            .any(|r| r == "ForcedReapply")
+            .then_some(())
+    })
+    .await;
     drop(op);
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())
