@@ -4,6 +4,7 @@
 //! against the real control plane.
 
 mod leader;
+mod lease_proxy;
 mod logs;
 mod metrics;
 mod probes;
