@@ -3,6 +3,7 @@
 //! start-up against a cluster without the CRDs. Each test runs the real binary
 //! against the real control plane.
 
+mod config;
 mod leader;
 mod lease_proxy;
 mod logs;
