@@ -1,6 +1,7 @@
-//! Running the operator: probes and metrics, leader election, the chart's RBAC
-//! as the operator really uses it, a `helm upgrade` of the configuration, and
-//! start-up against a cluster without the CRDs. Each test runs the real binary
+//! Running the operator: probes and metrics, leader election (also with its
+//! Lease requests hanging), an invalid configuration file at runtime, the
+//! chart's RBAC as the operator really uses it, a `helm upgrade` of the
+//! configuration, and start-up against a cluster without the CRDs. Each test runs the real binary
 //! against the real control plane.
 
 mod config;
