@@ -304,7 +304,8 @@ pub fn jitter(instance: &KuraInstance, failures: u32) -> f64 {
 }
 
 /// A standby reconciles nothing (it is reconciled in full when it starts
-/// leading); the leader's reconciles are timed.
+/// leading); the leader's reconciles are timed, and cancelled when it stops
+/// leading (`leader::while_leading`).
 async fn reconcile_if_leading(
     instance: Arc<KuraInstance>,
     ctx: Arc<Context>,
@@ -313,7 +314,10 @@ async fn reconcile_if_leading(
         return Ok(Action::await_change());
     }
     let _timer = ctx.metrics.reconcile_timer();
-    reconcile::reconcile(instance, ctx).await
+    let work = reconcile::reconcile(instance, ctx.clone());
+    crate::leader::while_leading(&ctx.leader, work)
+        .await
+        .unwrap_or(Ok(Action::await_change()))
 }
 
 /// Every reflector has listed once (what `/readyz` waits for).

@@ -39,14 +39,17 @@ async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action, Ga
     }
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), &ns);
-    finalizer(&api, GATEWAY_FINALIZER, gw, |event| async {
+    let work = finalizer(&api, GATEWAY_FINALIZER, gw, |event| async {
         match event {
             Event::Apply(gw) => apply_gateway(&gw, &ctx, &api).await,
             Event::Cleanup(gw) => cleanup(&gw, &ctx).await,
         }
-    })
-    .await
-    .map_err(|e| GatewayError::Finalizer(e.to_string()))
+    });
+    // Cancelled when this process stops leading: it writes nothing more.
+    crate::leader::while_leading(&ctx.leader, work)
+        .await
+        .unwrap_or(Ok(Action::await_change()))
+        .map_err(|e| GatewayError::Finalizer(e.to_string()))
 }
 
 async fn apply_gateway(

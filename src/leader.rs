@@ -6,10 +6,20 @@
 //! so two candidates can never both win the same transition (one gets 409). A
 //! candidate judges expiry by its own clock — the holder's record has not
 //! changed for `leaseDurationSeconds` since *this* process saw it change — so
-//! clock skew between nodes does not matter. A leader that cannot renew for the
-//! renew deadline (two thirds of the duration) stops leading before anyone else
-//! may take over. A standby watches the Lease, so a released Lease (graceful
-//! shutdown) is taken over at once instead of after the duration.
+//! clock skew between nodes does not matter. A standby watches the Lease, so a
+//! released Lease (graceful shutdown) is taken over at once instead of after
+//! the duration.
+//!
+//! Leading ends by the clock, not by an answer. A leader leads until the renew
+//! deadline (two thirds of the duration) has passed since its last successful
+//! renewal, measured on the monotonic clock from the moment that renewal was
+//! *sent* (the apiserver stored it later, and a standby starts its count later
+//! still, so the two can never overlap, however long the answer took). Every
+//! Lease request is bounded by the time left before that deadline (a standby's
+//! by the retry period), and the loop wakes at the deadline, so a hung request
+//! cannot keep a leader leading: the role is withdrawn on time whatever is in
+//! flight. Reconciles in flight at that moment are cancelled by
+//! [`while_leading`], so the leader that let go writes nothing more.
 
 use std::time::{Duration, Instant};
 
@@ -86,15 +96,31 @@ pub async fn campaign(
     let mut candidate = Candidate::new(api, settings.clone());
     tokio::pin!(release);
     let mut first = true;
-    loop {
-        let now = candidate.step().await;
+    let mut announce = |now: LeaderState| {
         if std::mem::take(&mut first) | (state.send_replace(now) != now) {
             tracing::info!(identity = %settings.identity, lease = %settings.name, leading = now.leading, healthy = now.healthy, "leader election state");
         }
-        let pause = tokio::time::sleep(settings.retry_period());
+    };
+    loop {
+        let budget = candidate.step_budget();
         tokio::select! {
             _ = &mut release => break,
-            _ = pause => {}
+            stepped = tokio::time::timeout(budget, candidate.step()) => {
+                if stepped.is_err() {
+                    tracing::warn!(lease = %settings.name, budget = ?budget, "the lease did not answer in time");
+                }
+            }
+        }
+        let now = candidate.role();
+        announce(now);
+        // The deadline of a leader that did not renew: wake then to let go.
+        let withdraw = candidate.time_left();
+        tokio::select! {
+            _ = &mut release => break,
+            _ = tokio::time::sleep(settings.retry_period()) => {}
+            _ = tokio::time::sleep(withdraw.unwrap_or_default()), if withdraw.is_some() => {
+                announce(candidate.role());
+            }
             // A standby wakes on every change of the Lease: a release is taken at once.
             Some(event) = changes.next(), if !now.leading => {
                 if let Err(e) = event {
@@ -127,7 +153,8 @@ struct Candidate {
     settings: LeaseSettings,
     /// resourceVersion of the Lease as last read, and when this process first saw it.
     observed: Option<(String, Instant)>,
-    last_renew: Option<Instant>,
+    /// When the last successful write as holder was sent.
+    renewed_at: Option<Instant>,
     last_ok: Option<Instant>,
 }
 
@@ -137,32 +164,46 @@ impl Candidate {
             api,
             settings,
             observed: None,
-            last_renew: None,
+            renewed_at: None,
             last_ok: None,
         }
     }
 
-    /// One read of the Lease and, when due, one write. Never fails: an error
-    /// only ages the last success.
-    async fn step(&mut self) -> LeaderState {
-        match self.try_step().await {
-            Ok(leading) => {
-                self.last_ok = Some(Instant::now());
-                if leading {
-                    self.last_renew = Some(Instant::now());
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, lease = %self.settings.name, "leader election"),
-        }
+    fn since_renew(&self) -> Option<Duration> {
+        self.renewed_at.map(|t| t.elapsed())
+    }
+
+    fn role(&self) -> LeaderState {
         role(
-            self.last_renew.map(|t| t.elapsed()),
+            self.since_renew(),
             self.last_ok.map(|t| t.elapsed()),
             &self.settings,
         )
     }
 
-    /// Whether this process holds the Lease after this step.
-    async fn try_step(&mut self) -> Result<bool, kube::Error> {
+    fn time_left(&self) -> Option<Duration> {
+        time_left(self.since_renew(), &self.settings)
+    }
+
+    fn step_budget(&self) -> Duration {
+        step_budget(self.since_renew(), &self.settings)
+    }
+
+    /// One read of the Lease and, when due, one write. Never fails: an error
+    /// only ages the last success. Dropped when its budget runs out.
+    async fn step(&mut self) {
+        match self.try_step().await {
+            Ok(renewed) => {
+                self.last_ok = Some(Instant::now());
+                self.renewed_at = renewed;
+            }
+            Err(e) => tracing::warn!(error = %e, lease = %self.settings.name, "leader election"),
+        }
+    }
+
+    /// When the write that makes this process the holder was sent, or `None`
+    /// when it does not hold the Lease after this step.
+    async fn try_step(&mut self) -> Result<Option<Instant>, kube::Error> {
         let me = self.settings.identity.clone();
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
             let lease = Lease {
@@ -172,9 +213,10 @@ impl Candidate {
                 },
                 spec: Some(self.held(None)),
             };
+            let sent = Instant::now();
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Ok(_) => Ok(Some(sent)),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
                 Err(e) => Err(e),
             };
         };
@@ -203,28 +245,24 @@ impl Candidate {
                 lease_duration_seconds: Some(self.seconds()),
                 ..spec
             },
-            Move::Stand => {
-                // Someone else leads; if it was us until now, we lost it.
-                self.last_renew = None;
-                return Ok(false);
-            }
+            // Someone else leads; if it was us until now, we lost it.
+            Move::Stand => return Ok(None),
             Move::Acquire => self.held(Some(&spec)),
         };
         let lease = Lease {
             metadata: lease.metadata,
             spec: Some(spec),
         };
+        let sent = Instant::now();
         match self
             .api
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(_) => Ok(Some(sent)),
             // Another candidate wrote first: read again next step.
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                self.last_renew = None;
-                Ok(false)
-            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            // Not known to be renewed: the previous renewal still counts, until its deadline.
             Err(e) => Err(e),
         }
     }
@@ -287,6 +325,19 @@ fn decide(holder: Option<&str>, me: &str, unchanged_for: Duration, lease: Durati
     }
 }
 
+/// How long a leader may still lead: the renew deadline less the age of its
+/// last successful renewal (as sent); `None` when it must not lead.
+fn time_left(since_renew: Option<Duration>, s: &LeaseSettings) -> Option<Duration> {
+    let left = s.renew_deadline().saturating_sub(since_renew?);
+    (!left.is_zero()).then_some(left)
+}
+
+/// How long one step's Lease requests may take: a leader, no longer than it
+/// may still lead; a standby, one retry period.
+fn step_budget(since_renew: Option<Duration>, s: &LeaseSettings) -> Duration {
+    time_left(since_renew, s).unwrap_or_else(|| s.retry_period())
+}
+
 /// The role, from the ages of the last successful renewal and Lease access.
 fn role(
     since_renew: Option<Duration>,
@@ -294,8 +345,31 @@ fn role(
     s: &LeaseSettings,
 ) -> LeaderState {
     LeaderState {
-        leading: since_renew.is_some_and(|d| d < s.renew_deadline()),
+        leading: time_left(since_renew, s).is_some(),
         healthy: since_ok.is_some_and(|d| d < s.duration),
+    }
+}
+
+/// Runs `work` only while this process leads: `None`, without polling it, when
+/// it does not lead, and `None` as soon as it stops leading, dropping `work` at
+/// its current await point. That is a crash between two API calls, which every
+/// reconcile recovers from; a leader that let go writes nothing more. Without
+/// leader election the role never changes and `work` always completes.
+pub async fn while_leading<T>(
+    leader: &watch::Receiver<LeaderState>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let mut leader = leader.clone();
+    let lost = async move {
+        // Closed: the role can no longer change.
+        if leader.wait_for(|s| !s.leading).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = lost => None,
+        out = work => Some(out),
     }
 }
 
@@ -346,6 +420,86 @@ mod tests {
         assert!(role(Some(S(9)), Some(S(0)), &s).leading);
         assert!(!role(Some(S(10)), Some(S(0)), &s).leading);
         assert!(!role(None, Some(S(0)), &s).leading);
+        // Whatever else is known: a fresh Lease read does not extend leading.
+        assert!(!role(Some(S(11)), Some(S(0)), &s).leading);
+    }
+
+    #[test]
+    fn time_left_counts_down_to_the_renew_deadline_and_saturates() {
+        let s = settings();
+        assert_eq!(time_left(Some(S(0)), &s), Some(S(10)));
+        assert_eq!(time_left(Some(S(7)), &s), Some(S(3)));
+        assert_eq!(
+            time_left(Some(S(10) - Duration::from_millis(1)), &s),
+            Some(Duration::from_millis(1))
+        );
+        assert_eq!(time_left(Some(S(10)), &s), None);
+        assert_eq!(time_left(Some(Duration::MAX), &s), None);
+        assert_eq!(time_left(None, &s), None);
+    }
+
+    #[test]
+    fn a_leaders_requests_end_by_its_deadline_a_standbys_within_a_retry_period() {
+        let s = settings();
+        assert_eq!(s.retry_period(), Duration::from_millis(2500));
+        // Leading: only the time left, however short.
+        assert_eq!(step_budget(Some(S(0)), &s), S(10));
+        assert_eq!(step_budget(Some(S(9)), &s), S(1));
+        // Not leading (never, lost, or past the deadline): one retry period.
+        assert_eq!(step_budget(None, &s), s.retry_period());
+        assert_eq!(step_budget(Some(S(10)), &s), s.retry_period());
+        assert_eq!(step_budget(Some(Duration::MAX), &s), s.retry_period());
+    }
+
+    fn leading(leading: bool) -> LeaderState {
+        LeaderState {
+            leading,
+            healthy: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn while_leading_runs_work_to_completion_while_the_role_holds() {
+        let (_tx, rx) = watch::channel(leading(true));
+        assert_eq!(while_leading(&rx, async { 7 }).await, Some(7));
+    }
+
+    #[tokio::test]
+    async fn while_leading_never_starts_work_on_a_standby() {
+        let (_tx, rx) = watch::channel(leading(false));
+        let started = std::sync::atomic::AtomicBool::new(false);
+        let work = async { started.store(true, std::sync::atomic::Ordering::SeqCst) };
+        assert_eq!(while_leading(&rx, work).await, None);
+        assert!(!started.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn while_leading_drops_work_in_flight_when_the_role_is_lost() {
+        let (tx, rx) = watch::channel(leading(true));
+        let (step_tx, step_rx) = tokio::sync::oneshot::channel::<()>();
+        let wrote = std::sync::atomic::AtomicBool::new(false);
+        // Work that waits (a request in flight), then writes.
+        let work = async {
+            let _ = step_rx.await;
+            wrote.store(true, std::sync::atomic::Ordering::SeqCst);
+        };
+        let lose = async {
+            tokio::task::yield_now().await;
+            tx.send_replace(leading(false));
+            // Too late: the work was dropped when the role went.
+            let _ = step_tx.send(());
+        };
+        let (out, ()) = tokio::join!(while_leading(&rx, work), lose);
+        assert_eq!(out, None);
+        assert!(!wrote.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn while_leading_completes_when_the_role_can_no_longer_change() {
+        // No election: the sender is gone with the role "leading" for good.
+        let (tx, rx) = watch::channel(leading(true));
+        drop(tx);
+        assert_eq!(while_leading(&rx, async { 1 }).await, Some(1));
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct Metrics {
     instances: Family<PhaseLabel, Gauge>,
     stalled: Gauge,
     leader: Gauge,
+    config_valid: Gauge,
+    config_reloads: Family<ResultLabel, Counter>,
     /// Scrapes recompute the gauges: one at a time.
     scrape: Mutex<()>,
 }
@@ -67,6 +69,8 @@ impl Default for Metrics {
         let instances = Family::<PhaseLabel, Gauge>::default();
         let stalled = Gauge::default();
         let leader = Gauge::default();
+        let config_valid = Gauge::default();
+        let config_reloads = Family::<ResultLabel, Counter>::default();
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
@@ -108,6 +112,16 @@ impl Default for Metrics {
             "1 while this process leads (or runs without leader election), 0 on standby",
             leader.clone(),
         );
+        registry.register(
+            "config_valid",
+            "1 while the operator configuration file is valid and in force, 0 while it is invalid (the last valid configuration stays in force)",
+            config_valid.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Changes of the operator configuration file read at runtime, by result: valid (in force) or invalid (ignored)",
+            config_reloads.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -118,6 +132,8 @@ impl Default for Metrics {
             instances,
             stalled,
             leader,
+            config_valid,
+            config_reloads,
             scrape: Mutex::new(()),
         }
     }
@@ -175,6 +191,17 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    pub fn set_config_valid(&self, valid: bool) {
+        self.config_valid.set(i64::from(valid));
+    }
+
+    pub fn count_config_reload(&self, valid: bool) {
+        let result = if valid { "valid" } else { "invalid" };
+        self.config_reloads
+            .get_or_create(&ResultLabel { result })
+            .inc();
     }
 
     /// The text exposition, with the gauges computed from `instances`.
@@ -255,6 +282,22 @@ mod tests {
         assert_eq!(value(&text, "kura_instances{phase=\"Ready\"}"), Some(1.0));
         assert_eq!(value(&text, "kura_instances{phase=\"Stalled\"}"), None);
         assert_eq!(value(&text, "kura_instances_stalled"), Some(0.0));
+    }
+
+    #[test]
+    fn config_validity_and_reloads_by_result() {
+        let m = Metrics::default();
+        m.set_config_valid(true);
+        m.count_config_reload(false);
+        m.count_config_reload(true);
+        m.count_config_reload(true);
+        let text = m.encode(&[]);
+        assert_eq!(value(&text, "kura_config_valid"), Some(1.0), "{text}");
+        let reloads = "kura_config_reloads_total{result=";
+        assert_eq!(value(&text, &format!("{reloads}\"valid\"}}")), Some(2.0));
+        assert_eq!(value(&text, &format!("{reloads}\"invalid\"}}")), Some(1.0));
+        m.set_config_valid(false);
+        assert_eq!(value(&m.encode(&[]), "kura_config_valid"), Some(0.0));
     }
 
     #[test]

@@ -148,6 +148,8 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     // Served while the apiserver is still being reached: alive, not ready.
     let probes = Arc::new(Probes::default());
+    // Read and checked above: an invalid start-up configuration exits.
+    probes.metrics.set_config_valid(true);
     let serving = tokio::spawn(server::serve(
         listener,
         probes.clone(),
@@ -158,8 +160,18 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     // (kube's own error log of a failed connection would be a second one).
     telemetry(&args.log_format);
 
+    let reporter = Reporter {
+        controller: "kura-operator".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
     let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
-    let config_changed = crate::config_watch::follow(args.config.clone(), config_text, config_tx);
+    let report = crate::config_watch::Report {
+        metrics: probes.metrics.clone(),
+        events: crate::config_watch::PodEvents::from_env(client.clone(), reporter.clone()),
+    };
+    let (config_changed, config_state) =
+        crate::config_watch::follow(args.config.clone(), config_text, config_tx, report);
+    probes.set_config_state(config_state);
     let scope = Scope {
         client: client.clone(),
         namespace: args.namespace.clone(),
@@ -173,10 +185,6 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leading: false,
         healthy: true,
     });
-    let reporter = Reporter {
-        controller: "kura-operator".into(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
     let ctx = Arc::new(Context {
         client: client.clone(),
         stores: streams.stores.clone(),

@@ -2,8 +2,21 @@
 //!
 //! Served from the first moment of `run`, before the apiserver is reached:
 //! `/healthz` says the process is alive, `/readyz` that it can do its job — the
-//! caches have synced and, under leader election, it leads or is a standby that
-//! can reach its Lease.
+//! caches have synced, the configuration file on disk is the one in force and,
+//! under leader election, it leads or is a standby that can reach its Lease.
+//!
+//! Why an invalid configuration file makes the pod unready (and never unalive):
+//! the operator still works with the last valid configuration, but the file it
+//! would start with is broken, so a restart would exit 1 and leave no operator.
+//! Readiness is what everything around a Deployment watches: a file changed in
+//! place (the chart's ConfigMap mount) turns the running pods unready, which
+//! `kubectl get pods`, availability alerts and GitOps health show, and which
+//! makes a PodDisruptionBudget refuse the drain that would restart them into
+//! the bad file; a file delivered by a rollout makes the new pod exit at start,
+//! never ready, so the rollout halts instead of replacing the running pods.
+//! Liveness stays true: a restart is the one thing that cannot help. The
+//! chart's metrics Service publishes unready pods, so `kura_config_valid` is
+//! still scraped. (The chart README's Troubleshooting has the long form.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,6 +30,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
 use crate::api::KuraInstance;
+use crate::config_watch::FileState;
 use crate::leader::LeaderState;
 use crate::metrics::Metrics;
 
@@ -27,6 +41,7 @@ pub struct Probes {
     synced: AtomicBool,
     instances: OnceLock<Store<KuraInstance>>,
     leader: OnceLock<watch::Receiver<LeaderState>>,
+    config: OnceLock<watch::Receiver<FileState>>,
 }
 
 impl Probes {
@@ -38,19 +53,30 @@ impl Probes {
         let _ = self.leader.set(state);
     }
 
+    pub fn set_config_state(&self, state: watch::Receiver<FileState>) {
+        let _ = self.config.set(state);
+    }
+
     /// Every reflector has listed once (`Store::wait_until_ready`).
     pub fn set_synced(&self) {
         self.synced.store(true, Ordering::Release);
     }
 
     /// `Ok` when ready, otherwise why not.
-    pub fn ready(&self) -> Result<(), &'static str> {
+    pub fn ready(&self) -> Result<(), String> {
+        if let Some(state) = self.config.get()
+            && let FileState::Invalid(why) = &*state.borrow()
+        {
+            return Err(format!(
+                "invalid {why}; the last valid configuration stays in force"
+            ));
+        }
         if !self.synced.load(Ordering::Acquire) {
-            return Err("caches not synced");
+            return Err("caches not synced".into());
         }
         match self.leader.get() {
             Some(state) if !state.borrow().healthy => {
-                Err("leader election: the lease cannot be read or renewed")
+                Err("leader election: the lease cannot be read or renewed".into())
             }
             _ => Ok(()),
         }
@@ -74,7 +100,7 @@ pub async fn serve(
 
 async fn readyz(State(probes): State<Arc<Probes>>) -> impl IntoResponse {
     match probes.ready() {
-        Ok(()) => (StatusCode::OK, "ok"),
+        Ok(()) => (StatusCode::OK, "ok".to_string()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
@@ -92,4 +118,43 @@ async fn metrics(State(probes): State<Arc<Probes>>) -> impl IntoResponse {
         )],
         probes.metrics.encode(&instances),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_once_synced_and_not_while_the_config_file_is_invalid() {
+        let probes = Probes::default();
+        assert_eq!(probes.ready(), Err("caches not synced".to_string()));
+        probes.set_synced();
+        assert_eq!(probes.ready(), Ok(()));
+        let (tx, rx) = watch::channel(FileState::Valid);
+        probes.set_config_state(rx);
+        assert_eq!(probes.ready(), Ok(()));
+        tx.send_replace(FileState::Invalid(
+            "operator config /etc/c.yaml: regions: at least one region is required".into(),
+        ));
+        assert_eq!(
+            probes.ready(),
+            Err("invalid operator config /etc/c.yaml: regions: at least one region is required; the last valid configuration stays in force".to_string())
+        );
+        tx.send_replace(FileState::Valid);
+        assert_eq!(probes.ready(), Ok(()));
+    }
+
+    #[test]
+    fn a_standby_that_cannot_reach_its_lease_is_not_ready() {
+        let probes = Probes::default();
+        probes.set_synced();
+        let (tx, rx) = watch::channel(LeaderState {
+            leading: false,
+            healthy: true,
+        });
+        probes.set_leader(rx);
+        assert_eq!(probes.ready(), Ok(()));
+        tx.send_replace(LeaderState::default());
+        assert!(probes.ready().unwrap_err().contains("lease"));
+    }
 }

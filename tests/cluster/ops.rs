@@ -1,9 +1,12 @@
-//! Running the operator: probes and metrics, leader election, the chart's RBAC
-//! as the operator really uses it, a `helm upgrade` of the configuration, and
-//! start-up against a cluster without the CRDs. Each test runs the real binary
+//! Running the operator: probes and metrics, leader election (also with its
+//! Lease requests hanging), an invalid configuration file at runtime, the
+//! chart's RBAC as the operator really uses it, a `helm upgrade` of the
+//! configuration, and start-up against a cluster without the CRDs. Each test runs the real binary
 //! against the real control plane.
 
+mod config;
 mod leader;
+mod lease_proxy;
 mod logs;
 mod metrics;
 mod probes;

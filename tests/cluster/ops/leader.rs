@@ -1,6 +1,7 @@
 //! Two operator processes with `--leader-elect` on one namespace: only the
 //! leader writes; a standby converges new work after the leader is killed
-//! (within the lease duration), and at once after a graceful shutdown.
+//! (within the lease duration), and at once after a graceful shutdown; a
+//! leader whose Lease requests hang stops before the standby takes over.
 
 use std::time::{Duration, Instant};
 
@@ -147,4 +148,143 @@ async fn graceful_shutdown_releases_the_lease_for_an_immediate_take_over() {
     let after = holder(&ns).await.expect("b holds the lease");
     assert_ne!(after, before);
     assert!(b.log().contains(&after));
+}
+
+/// Short, so the stall scenario takes seconds: renew every 1 s, renew
+/// deadline 4 s, a standby takes over after 6 s.
+const SHORT_LEASE: Duration = Duration::from_secs(6);
+
+fn short_replica(
+    ns: &TestNamespace,
+    name: &str,
+    kubeconfig: Option<std::path::PathBuf>,
+) -> Operator {
+    Operator::start_with(
+        &ns.name,
+        &config(&ns.name, "host", "example.com/none"),
+        &[],
+        Options {
+            lease_duration: Some(SHORT_LEASE),
+            replica: Some(name.into()),
+            kubeconfig,
+            ..Options::default()
+        },
+    )
+}
+
+/// The "two leaders" report: a leader whose Lease requests hang (a stuck
+/// connection) kept reconciling long after a standby took over, and an image
+/// bump was applied by both. Replica `a` talks to the apiserver through a proxy
+/// that hangs its Lease requests alone; `b` talks directly. `a` must give up
+/// leading at its renew deadline, before `b` may take over, and write nothing
+/// after `b` leads, although its watches still show it the image bump.
+#[tokio::test]
+async fn a_leader_whose_lease_requests_hang_stops_before_a_standby_takes_over() {
+    use std::cell::Cell;
+
+    use super::lease_proxy::LeaseProxy;
+
+    let ns = TestNamespace::new("ops-lease-stall").await;
+    let classes = shared_class(&ns).await;
+    let proxy = LeaseProxy::start().await;
+    let a = short_replica(&ns, "a", Some(proxy.kubeconfig(&scratch_dir(&ns.name))));
+    wait_role(&a, 1.0, Duration::from_secs(60)).await;
+    let b = short_replica(&ns, "b", None);
+    wait_role(&b, 0.0, Duration::from_secs(60)).await;
+    let instances: Api<KuraInstance> = ns.api();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    let before = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    // Positive control: the proxy sees the leader's applies.
+    assert!(
+        !proxy
+            .writes_since(k8s_openapi::jiff::Timestamp::MIN)
+            .is_empty(),
+        "the proxy recorded a's writes"
+    );
+
+    proxy.stall_leases(true);
+    let stalled = Instant::now();
+    // Both roles, sampled together until b leads: a must have let go first.
+    let a_stopped = Cell::new(None);
+    let b_led = wait_for("b to lead", SHORT_LEASE * 4, || async {
+        if a_stopped.get().is_none() && a.metric("kura_leader").await == Some(0.0) {
+            a_stopped.set(Some(stalled.elapsed()));
+        }
+        (b.metric("kura_leader").await == Some(1.0)).then(|| stalled.elapsed())
+    })
+    .await;
+    let lease = ns.api::<Lease>().get("kura-operator").await.unwrap();
+    let spec = lease.spec.expect("lease spec");
+    let b_identity = spec.holder_identity.clone().expect("a holder");
+    assert!(b.log().contains(&b_identity), "b holds the lease");
+    let takeover = spec.acquire_time.expect("acquireTime").0;
+    eprintln!(
+        "lease requests stalled: a stopped leading after {:?}, b led after {b_led:?}",
+        a_stopped.get()
+    );
+    let a_stopped = a_stopped.get().unwrap_or_else(|| {
+        panic!(
+            "a still led when b took over ({b_led:?} after the stall):\n{}",
+            a.log()
+        )
+    });
+    assert!(
+        a_stopped < b_led,
+        "a stopped ({a_stopped:?}) before b led ({b_led:?})"
+    );
+
+    // An image bump after the takeover: b applies it; a, which sees it
+    // through its watches, must not.
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.1"),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        "a's watch to deliver the bump",
+        Duration::from_secs(30),
+        || async {
+            proxy
+                .watch_delivered("registry.example/kura:1.0.1")
+                .then_some(())
+        },
+    )
+    .await;
+    let after = wait_applied(
+        &instances,
+        "acme",
+        before.applied_revision.as_deref(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        after.applied_image.as_deref(),
+        Some("registry.example/kura:1.0.1")
+    );
+
+    // The stall ends: a finds b holding the Lease and stays a standby.
+    proxy.stall_leases(false);
+    wait_role(&a, 0.0, Duration::from_secs(30)).await;
+    assert_eq!(b.metric("kura_leader").await, Some(1.0));
+    let late: Vec<String> = proxy
+        .writes_since(takeover)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "a wrote after b took over at {takeover}:\n{}",
+        late.join("\n")
+    );
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
 }
