@@ -30,9 +30,13 @@ async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() 
     let _pin = admission_fakes::pin_images(&ns.name, &digest);
     let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(&instances, "test", instance("acme", "registry.example/kura:1.0.0"))
-        .await
-        .unwrap();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
     wait_ready(&instances, "acme").await;
     let sts: Api<StatefulSet> = ns.api();
     let pinned = running_image(&sts.get("acme").await.unwrap()).unwrap();
@@ -102,7 +106,9 @@ async fn a_second_writer_of_the_image_gets_bounded_take_backs_and_is_named() {
         tokio::time::sleep(Duration::from_millis(200)).await; // the rival's own poll interval
     }
     let take_backs = image_applies() - take_backs_before;
-    eprintln!("rival wrote {rival_writes} times in 40 s; the operator took the image back {take_backs} times");
+    eprintln!(
+        "rival wrote {rival_writes} times in 40 s; the operator took the image back {take_backs} times"
+    );
     assert!(take_backs >= 1, "the operator takes its image back");
     assert!(
         take_backs <= 3,
@@ -120,9 +126,13 @@ async fn a_second_writer_of_the_image_gets_bounded_take_backs_and_is_named() {
         conflict.message
     );
     // A user's change is never held by the conflict window.
-    apply_json(instances, "test", instance("acme", "registry.example/kura:3.0.0"))
-        .await
-        .unwrap();
+    apply_json(
+        instances,
+        "test",
+        instance("acme", "registry.example/kura:3.0.0"),
+    )
+    .await
+    .unwrap();
     wait_for("the user's image", T, || async {
         let s = instances.get("acme").await.ok()?.status?;
         (s.applied_image.as_deref() == Some("registry.example/kura:3.0.0")).then_some(())

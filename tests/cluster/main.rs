@@ -6,6 +6,7 @@ mod support;
 
 mod admission;
 mod admission_fakes;
+mod api_proxy;
 mod chaos;
 mod chart;
 mod conflict;

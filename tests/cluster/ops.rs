@@ -6,7 +6,6 @@
 
 mod config;
 mod leader;
-mod lease_proxy;
 mod logs;
 mod metrics;
 mod probes;

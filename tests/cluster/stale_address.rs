@@ -34,9 +34,13 @@ async fn moving_to_a_class_nobody_serves_is_not_ready_on_the_old_address() {
     let classes = shared_class(&ns).await;
     let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(&instances, "test", instance("acme", "registry.example/kura:1.0.0"))
-        .await
-        .unwrap();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
     wait_ready(&instances, "acme").await;
     let ingresses: Api<Ingress> = ns.api();
     // kura-sim plays the shared class's ingress controller and gave an address.
@@ -56,8 +60,10 @@ async fn moving_to_a_class_nobody_serves_is_not_ready_on_the_old_address() {
         )
         .await
         .unwrap();
-    let moved = config(&ns.name, "host", "example.com/none")
-        .replace(&format!("sharedIngressClass: shared-{}", ns.name), &format!("sharedIngressClass: {dark}"));
+    let moved = config(&ns.name, "host", "example.com/none").replace(
+        &format!("sharedIngressClass: shared-{}", ns.name),
+        &format!("sharedIngressClass: {dark}"),
+    );
     op.set_config(&moved);
     wait_for("the Ingress to move to the dark class", T, || async {
         let i = ingresses.get("acme").await.ok()?;

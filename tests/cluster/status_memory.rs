@@ -48,9 +48,13 @@ async fn an_administrator_clearing_retry_gets_an_immediate_retry() {
     })
     .await;
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(&instances, "test", instance("acme", "registry.example/kura:1.0.0"))
-        .await
-        .unwrap();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
     let stalled = wait_for("the instance to stall", T, || async {
         let s = instances.get("acme").await.ok()?.status?;
         (s.phase == Some(Phase::Stalled)).then_some(s)

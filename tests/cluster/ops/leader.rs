@@ -182,11 +182,11 @@ fn short_replica(
 async fn a_leader_whose_lease_requests_hang_stops_before_a_standby_takes_over() {
     use std::cell::Cell;
 
-    use super::lease_proxy::LeaseProxy;
+    use crate::api_proxy::ApiProxy;
 
     let ns = TestNamespace::new("ops-lease-stall").await;
     let classes = shared_class(&ns).await;
-    let proxy = LeaseProxy::start().await;
+    let proxy = ApiProxy::start().await;
     let a = short_replica(&ns, "a", Some(proxy.kubeconfig(&scratch_dir(&ns.name))));
     wait_role(&a, 1.0, Duration::from_secs(60)).await;
     let b = short_replica(&ns, "b", None);

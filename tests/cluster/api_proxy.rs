@@ -1,13 +1,15 @@
 //! A reverse proxy between one operator process and the apiserver that can
-//! hang the Lease API alone: the stuck connection of the "two leaders" report.
+//! hang one API alone: the Lease API (the stuck connection of the "two
+//! leaders" report), or the lists and watches of one kind (a busy apiserver
+//! slow to fill one of the operator's caches).
 //!
 //! Every request is forwarded with the plane's admin credentials (the operator
 //! behind it gets a kubeconfig with an `http://` server and none of its own);
 //! responses stream back, so watches work. While stalled, requests whose path
-//! names `/leases` are held without an answer until the stall ends (or the
-//! operator gives up on them). The proxy records every write it forwards
-//! outside the Lease API, and the bytes of every watch response, so a test can
-//! tell what the operator was shown and what it did.
+//! contains the stalled part are held without an answer until the stall ends
+//! (or the operator gives up on them). The proxy records every write it
+//! forwards outside the Lease API, and the bytes of every watch response, so a
+//! test can tell what the operator was shown and what it did.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -36,25 +38,29 @@ impl std::fmt::Display for Write {
 
 struct Shared {
     upstream: kube::Client,
-    stalled: watch::Sender<bool>,
+    /// The part of a path whose requests are held, while a stall lasts.
+    stalled: watch::Sender<Option<String>>,
     writes: Mutex<Vec<Write>>,
     /// Everything streamed back to watch requests (a test's few objects).
     watched: Mutex<Vec<u8>>,
+    /// The paths of reads answered (lists among them).
+    answered: Mutex<Vec<String>>,
 }
 
-pub struct LeaseProxy {
+pub struct ApiProxy {
     pub port: u16,
     shared: Arc<Shared>,
     serving: tokio::task::JoinHandle<()>,
 }
 
-impl LeaseProxy {
-    pub async fn start() -> LeaseProxy {
+impl ApiProxy {
+    pub async fn start() -> ApiProxy {
         let shared = Arc::new(Shared {
             upstream: crate::support::client().await,
-            stalled: watch::channel(false).0,
+            stalled: watch::channel(None).0,
             writes: Mutex::default(),
             watched: Mutex::default(),
+            answered: Mutex::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -64,7 +70,7 @@ impl LeaseProxy {
         let serving = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        LeaseProxy {
+        ApiProxy {
             port,
             shared,
             serving,
@@ -90,13 +96,29 @@ impl LeaseProxy {
 
     /// Hold (true) or release (false) requests to the Lease API.
     pub fn stall_leases(&self, stalled: bool) {
-        self.shared.stalled.send_replace(stalled);
+        self.stall(stalled.then_some("/leases"));
+    }
+
+    /// Hold requests whose path contains `part` (e.g. `/statefulsets`), or
+    /// release them (`None`).
+    pub fn stall(&self, part: Option<&str>) {
+        self.shared.stalled.send_replace(part.map(String::from));
     }
 
     /// Writes forwarded at or after `since`.
     pub fn writes_since(&self, since: Timestamp) -> Vec<Write> {
         let writes = self.shared.writes.lock().unwrap();
         writes.iter().filter(|w| w.at >= since).cloned().collect()
+    }
+
+    /// Whether a read (a list among them) of a path containing `part` has been answered.
+    pub fn answered(&self, part: &str) -> bool {
+        self.shared
+            .answered
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.contains(part))
     }
 
     /// Whether a watch response has carried `needle` to the operator.
@@ -108,7 +130,7 @@ impl LeaseProxy {
     }
 }
 
-impl Drop for LeaseProxy {
+impl Drop for ApiProxy {
     fn drop(&mut self) {
         self.serving.abort();
     }
@@ -121,12 +143,16 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
-    if parts.uri.path().contains("/leases") {
-        // Nothing answers while the stall lasts: a hung connection as far as
-        // the operator can tell.
-        let mut stalled = shared.stalled.subscribe();
-        let _ = stalled.wait_for(|s| !*s).await;
-    } else if !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+    let path = parts.uri.path().to_string();
+    // Nothing answers while the stall lasts: a hung connection as far as the
+    // operator can tell.
+    let mut stalled = shared.stalled.subscribe();
+    let _ = stalled
+        .wait_for(|part| part.as_deref().is_none_or(|p| !path.contains(p)))
+        .await;
+    if !path.contains("/leases")
+        && !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS)
+    {
         shared.writes.lock().unwrap().push(Write {
             at: Timestamp::now(),
             method: parts.method.clone(),
@@ -155,6 +181,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let (parts, body) = response.into_parts();
     let body = Body::new(body);
     if !target.contains("watch=true") {
+        shared.answered.lock().unwrap().push(path);
         return Response::from_parts(parts, body);
     }
     let recorder = shared.clone();
