@@ -102,8 +102,13 @@ fn default_replicas() -> i32 {
     1
 }
 
+/// Each replica's cache volume. Immutable: a StatefulSet's volume claim templates
+/// cannot change.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+// On the object, not the optional field: a rule on the field is skipped when the old
+// or the new object lacks it, so adding or removing a class got through.
+#[x_kube(validation = Rule::new("has(self.class) == has(oldSelf.class) && (!has(self.class) || self.class == oldSelf.class)").message("storage.class is immutable (volume claim templates cannot change): it can be neither added, removed nor changed").field_path(".class"))]
 pub struct StorageSpec {
     /// Size of each replica's cache volume, e.g. `10Gi`. Immutable: a StatefulSet's
     /// volume claim templates cannot change.
@@ -113,7 +118,6 @@ pub struct StorageSpec {
     /// StorageClass; defaults to the region's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("storage.class is immutable (volume claim templates cannot change)"))]
     pub class: Option<String>,
 }
 

@@ -316,3 +316,58 @@ async fn immutable_fields_cannot_change_after_creation() {
         .expect("replicas may change");
     assert_eq!(scaled.data["spec"]["replicas"], 3);
 }
+
+/// A StatefulSet's volume claim templates cannot change, so neither can the storage
+/// class: not changed, and not added or removed either (a rule on the field alone
+/// never sees an absent old or new value). Changing replicas shows the rejections are
+/// the rule's.
+#[tokio::test]
+async fn storage_class_cannot_be_added_removed_or_changed() {
+    let ns = TestNamespace::new("adm-class").await;
+    let api = instances(&ns);
+    let create = |name: &str, class: Option<&str>| {
+        let mut body = valid(name);
+        if let Some(class) = class {
+            body["spec"]["storage"]["class"] = json!(class);
+        }
+        serde_json::from_value::<DynamicObject>(body).unwrap()
+    };
+    api.create(&PostParams::default(), &create("plain", None))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &create("classy", Some("fast")))
+        .await
+        .unwrap();
+
+    let api = &api;
+    let patch = |name: &'static str, storage: Value| async move {
+        let body = Patch::Merge(json!({ "spec": { "storage": storage } }));
+        api.patch(name, &PatchParams::default(), &body).await
+    };
+    let mut failures = Vec::new();
+    for (name, storage, what) in [
+        ("plain", json!({"class": "fast"}), "added"),
+        ("classy", json!({"class": "slow"}), "changed"),
+        ("classy", json!({"class": null}), "removed"),
+    ] {
+        match patch(name, storage).await {
+            Err(kube::Error::Api(s))
+                if s.code == 422
+                    && s.message.contains("spec.storage.class")
+                    && s.message.contains("storage.class is immutable") => {}
+            Err(e) => failures.push(format!(
+                "class {what}: expected spec.storage.class and why in: {e}"
+            )),
+            Ok(o) => failures.push(format!(
+                "class {what}: admitted, storage now {}",
+                o.data["spec"]["storage"]
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for name in ["plain", "classy"] {
+        let body = Patch::Merge(json!({ "spec": { "replicas": 2 } }));
+        let scaled = api.patch(name, &PatchParams::default(), &body).await;
+        assert!(scaled.is_ok(), "{name}: replicas may change: {scaled:?}");
+    }
+}
