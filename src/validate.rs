@@ -6,8 +6,10 @@
 //! the configuration (the region must exist; a dedicated gateway cannot serve a
 //! host-network region).
 
+pub mod rules;
+
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use regex::Regex;
@@ -157,9 +159,7 @@ pub fn validate(
         .clone()
         .unwrap_or_else(|| "default".into());
 
-    if name.is_empty() || name.len() > MAX_INSTANCE_NAME || !matches(DNS_LABEL, &name) {
-        errs.push(FieldError::new("metadata.name", format!("must be a DNS label of at most {MAX_INSTANCE_NAME} characters (children append suffixes)")));
-    }
+    check_name(&name, &mut errs);
     label_field("spec.account", &spec.account, MAX_ACCOUNT, &mut errs);
     label_field("spec.region", &spec.region, MAX_REGION, &mut errs);
     if spec.image.len() > 255 || !matches(IMAGE_REF, &spec.image) {
@@ -199,6 +199,7 @@ pub fn validate(
             ));
         }
     }
+    check_alias_ingress_names(&spec.aliases, &name, &mut errs);
     if !matches(STORAGE_SIZE, &spec.storage.size) {
         errs.push(FieldError::new(
             "spec.storage.size",
@@ -281,6 +282,50 @@ pub fn validate(
         env: spec.env.clone(),
         gateway,
     })
+}
+
+/// The instance's name is its Service's (a DNS-1035 label), and its children append
+/// suffixes; the gateway prefix is reserved, so that no instance's object can ever
+/// take a dedicated gateway's name. The CRD refuses the same at admission, but an
+/// instance can predate that rule.
+fn check_name(name: &str, errs: &mut Vec<FieldError>) {
+    let message = if rules::dns1035_label(name).is_err() {
+        format!(
+            "{name:?} must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter (it names the instance's Service)"
+        )
+    } else if name.len() > MAX_INSTANCE_NAME {
+        format!(
+            "must be at most {MAX_INSTANCE_NAME} characters (children append suffixes), got {}",
+            name.len()
+        )
+    } else if name.starts_with(names::GATEWAY_PREFIX) {
+        format!(
+            "{name:?}: the prefix {} is reserved for the names of dedicated gateways",
+            names::GATEWAY_PREFIX
+        )
+    } else {
+        return;
+    };
+    errs.push(FieldError::new("metadata.name", message));
+}
+
+/// No two aliases may get the same Ingress name (a 32-bit hash of the host:
+/// unlikely, but then one would silently replace the other).
+fn check_alias_ingress_names(aliases: &[String], name: &str, errs: &mut Vec<FieldError>) {
+    let mut ingress_names: BTreeMap<String, (usize, &str)> = BTreeMap::new();
+    for (i, alias) in aliases.iter().enumerate() {
+        let ingress = names::alias_ingress(name, alias);
+        match ingress_names.get(&ingress) {
+            Some((first, other)) if *other != alias => errs.push(FieldError::new(
+                format!("spec.aliases[{i}]"),
+                format!("{alias:?} gets the same Ingress name {ingress:?} as spec.aliases[{first}] ({other:?}); use another alias"),
+            )),
+            Some(_) => {} // a duplicate, reported on its own
+            None => {
+                ingress_names.insert(ingress, (i, alias));
+            }
+        }
+    }
 }
 
 /// Aliases are a set (`x-kubernetes-list-type: set`): their order carries no

@@ -8,9 +8,15 @@ use super::Condition;
 
 /// DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.
 pub const DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// DNS-1035 label: a DNS label starting with a letter (Service names).
+pub const DNS1035_LABEL: &str = r"^[a-z]([-a-z0-9]*[a-z0-9])?$";
 /// DNS-1123 subdomain: dot-separated DNS labels.
 pub const DNS_SUBDOMAIN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A label value (without its length limit of 63), possibly empty.
+pub const LABEL_VALUE: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+/// A key of a Secret or ConfigMap (without the rule about leading dots).
+pub const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
 /// An image reference with an explicit tag or digest (no implicit `latest`).
 pub const IMAGE_REF: &str = r"^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*((:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})(@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$";
 /// Storage sizes in binary units, e.g. `10Gi`.
@@ -50,6 +56,8 @@ pub const MAX_ALIASES: usize = 8;
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("self.metadata.name.size() <= 40").message("metadata.name: must be at most 40 characters (children append suffixes)"),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name: must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it names the instance's Service"),
+    validation = Rule::new("!self.metadata.name.startsWith('gw-')").message("metadata.name: the prefix gw- is reserved for the names of dedicated gateways"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KuraInstanceSpec {
@@ -164,7 +172,7 @@ pub struct EnvVar {
 pub struct SecretKeyRef {
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     pub name: String,
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY))]
     pub key: String,
 }
 

@@ -112,8 +112,28 @@ fn rejects_metadata_name_that_is_not_a_dns_label() {
     assert_rejected(
         |i| i.metadata.name = name,
         "metadata.name",
-        "must be a DNS label",
+        "must be a DNS-1035 label",
     );
+}
+
+/// The name of an instance's Service; Kubernetes before 1.36 refuses a leading digit.
+#[test]
+fn rejects_metadata_name_starting_with_a_digit() {
+    let name = Some("1acme".to_string());
+    assert_rejected(
+        |i| i.metadata.name = name,
+        "metadata.name",
+        "must be a DNS-1035 label",
+    );
+}
+
+/// An instance named `gw-acme-c1` took over the dedicated gateway `gw-acme-c1`'s
+/// Service. An instance that predates the CRD rule is Invalid: nothing is applied.
+#[test]
+fn rejects_metadata_name_with_the_reserved_gateway_prefix() {
+    let name = Some("gw-acme-c1".to_string());
+    let needle = "the prefix gw- is reserved for the names of dedicated gateways";
+    assert_rejected(|i| i.metadata.name = name, "metadata.name", needle);
 }
 
 #[test]
@@ -121,7 +141,7 @@ fn rejects_missing_metadata_name() {
     assert_rejected(
         |i| i.metadata.name = None,
         "metadata.name",
-        "must be a DNS label",
+        "must be a DNS-1035 label",
     );
 }
 
@@ -240,6 +260,24 @@ fn rejects_alias_equal_to_host() {
         edit,
         "spec.aliases",
         r#""a.example.com" is already spec.host"#,
+    );
+}
+
+/// Alias Ingresses are named `<instance>.<8 hex digits of sha256(host)>`; these two
+/// hosts were found by search to share their digits.
+#[test]
+fn rejects_aliases_whose_ingress_names_collide() {
+    let (a, b) = ("c39633.example.com", "c65521.example.com");
+    assert_eq!(
+        names::alias_ingress("acme-eu", a),
+        names::alias_ingress("acme-eu", b)
+    );
+    let needle =
+        r#""c65521.example.com" gets the same Ingress name "acme-eu.fe0427b6" as spec.aliases[0]"#;
+    assert_rejected(
+        |i| i.spec.aliases = vec![a.into(), b.into()],
+        "spec.aliases[1]",
+        needle,
     );
 }
 

@@ -223,6 +223,26 @@ fn cases() -> Vec<Case> {
             "metadata.name",
             "must be at most 40 characters",
         ),
+        // Generated gateway names start with it: an instance's Service must never take one's name.
+        case(
+            "metadata.name with the reserved prefix gw-",
+            |v| v["metadata"]["name"] = json!("gw-acme-c1"),
+            "metadata.name",
+            "reserved",
+        ),
+        // Alias Ingresses are named <instance>.<hash>: a dot keeps them apart from instances.
+        case(
+            "metadata.name with a dot",
+            |v| v["metadata"]["name"] = json!("acme.0a1b2c3d"),
+            "metadata.name",
+            "DNS-1035 label",
+        ),
+        case(
+            "metadata.name starting with a digit",
+            |v| v["metadata"]["name"] = json!("1acme"),
+            "metadata.name",
+            "DNS-1035 label",
+        ),
     ]
 }
 

@@ -14,6 +14,7 @@ mod drift;
 mod founding_incident;
 mod gc_safety;
 mod idle;
+mod names;
 mod operator;
 mod ops;
 mod plane_faults;
