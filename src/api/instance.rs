@@ -60,6 +60,7 @@ pub const MAX_ALIASES: usize = 8;
     validation = Rule::new("!self.metadata.name.startsWith('gw-')").message("metadata.name: the prefix gw- is reserved for the names of dedicated gateways"),
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.host) || !has(self.aliases) || !(self.host in self.aliases)").message("aliases must not repeat spec.host").field_path(".aliases"))]
 pub struct KuraInstanceSpec {
     /// Account this instance serves. Immutable.
     #[schemars(length(min = 1, max = 40), regex(pattern = DNS_LABEL))]
@@ -79,14 +80,23 @@ pub struct KuraInstanceSpec {
     #[schemars(range(min = 1, max = 16))]
     pub replicas: i32,
 
-    /// Public host name; defaults to `<account>.<region>.<region domain>`.
+    /// Public host name; defaults to `<account>.<region>.<region domain>`. A DNS
+    /// name (not an IP address, no wildcard) with labels of at most 63 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[x_kube(
+        validation = Rule::new("!self.matches('[^.]{64}')").message("host: each DNS label has at most 63 characters"),
+        validation = Rule::new("!self.matches('(^|[.])[0-9]+$')").message("host: must be a DNS name, not an IP address (its last label must not be numeric)"),
+    )]
     pub host: Option<String>,
 
-    /// Further host names, each served by an Ingress of its own.
+    /// Further host names, each served by an Ingress of its own; the same rules as `host`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8), extend("x-kubernetes-list-type" = "set"), inner(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN)))]
+    #[x_kube(
+        validation = Rule::new("self.all(h, !h.matches('[^.]{64}'))").message("aliases: each DNS label has at most 63 characters"),
+        validation = Rule::new("self.all(h, !h.matches('(^|[.])[0-9]+$'))").message("aliases: each must be a DNS name, not an IP address (its last label must not be numeric)"),
+    )]
     pub aliases: Vec<String>,
 
     pub storage: StorageSpec,
@@ -131,8 +141,8 @@ pub struct StorageSpec {
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.memory) || !has(self.limits.memory) || quantity(self.limits.memory).compareTo(quantity(self.requests.memory)) >= 0").message("resources.limits.memory must be at least resources.requests.memory"))]
-#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.cpu) || !has(self.limits.cpu) || quantity(self.limits.cpu).compareTo(quantity(self.requests.cpu)) >= 0").message("resources.limits.cpu must be at least resources.requests.cpu"))]
+#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.memory) || !has(self.limits.memory) || quantity(self.limits.memory).compareTo(quantity(self.requests.memory)) >= 0").message("resources.limits.memory must be at least resources.requests.memory").field_path(".limits.memory"))]
+#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.cpu) || !has(self.limits.cpu) || quantity(self.limits.cpu).compareTo(quantity(self.requests.cpu)) >= 0").message("resources.limits.cpu must be at least resources.requests.cpu").field_path(".limits.cpu"))]
 pub struct ResourcesSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<ResourceAmounts>,
@@ -162,6 +172,7 @@ pub struct EnvVar {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
+    #[x_kube(validation = Rule::new("!self.contains('\\x00')").message("env value: must not contain NUL characters (a process environment cannot carry them)"))]
     pub value: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key_ref: Option<SecretKeyRef>,
@@ -173,6 +184,7 @@ pub struct SecretKeyRef {
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     pub name: String,
     #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY))]
+    #[x_kube(validation = Rule::new("self != '.' && !self.startsWith('..')").message("secretKeyRef.key must not be '.' or start with '..' (a key names a file)"))]
     pub key: String,
 }
 

@@ -243,6 +243,42 @@ fn cases() -> Vec<Case> {
             "metadata.name",
             "DNS-1035 label",
         ),
+        case(
+            "host that is an IP address",
+            |v| v["spec"]["host"] = json!("10.0.0.1"),
+            "spec.host",
+            "not an IP address",
+        ),
+        case(
+            "alias with a label of 64 characters",
+            |v| v["spec"]["aliases"] = json!([format!("{}.example.com", "a".repeat(64))]),
+            "spec.aliases",
+            "at most 63 characters",
+        ),
+        case(
+            "alias equal to the host",
+            |v| {
+                v["spec"]["host"] = json!("a.example.com");
+                v["spec"]["aliases"] = json!(["a.example.com"]);
+            },
+            "spec.aliases",
+            "must not repeat spec.host",
+        ),
+        case(
+            "secretKeyRef key '..'",
+            |v| {
+                v["spec"]["env"] =
+                    json!([{"name": "T", "secretKeyRef": {"name": "s", "key": ".."}}])
+            },
+            "spec.env[0].secretKeyRef.key",
+            "'..'",
+        ),
+        case(
+            "env value with a NUL character",
+            |v| v["spec"]["env"] = json!([{"name": "T", "value": "a\u{0}b"}]),
+            "spec.env[0].value",
+            "NUL",
+        ),
     ]
 }
 

@@ -4,6 +4,11 @@
 
 mod support;
 
+// The hostile corpus and spec generator the unit tests of `validate` use, not a copy.
+#[path = "../../src/validate/tests/hostile.rs"]
+mod hostile;
+
+mod acceptance;
 mod admission;
 mod chaos;
 mod chart;
