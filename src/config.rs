@@ -7,9 +7,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::instance::{CPU_QUANTITY, DNS_LABEL, DNS_SUBDOMAIN, MEMORY_QUANTITY};
-use crate::api::{ResourceAmounts, ResourcesSpec};
-use crate::validate::{FieldError, ValidationErrors, matches};
+use crate::api::ResourcesSpec;
+use crate::api::instance::{DNS_LABEL, IMAGE_REF};
+use crate::names::GATEWAY_CLASS_PREFIX;
+use crate::validate::{FieldError, ValidationErrors, matches, resources, rules};
+
+/// A domain leaves room in a host of 253 characters for an account and a region.
+const MAX_DOMAIN: usize = 180;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -117,18 +121,23 @@ impl OperatorConfig {
     }
 
     /// Every rule, every error with its path; an invalid configuration never starts
-    /// the operator (and is never partially used).
+    /// the operator (and is never partially used). What an instance renders from it
+    /// (the gateway's image and IngressClass controller, a region's domain and
+    /// classes) is held to the rules the apiserver applies to the rendered objects.
     pub fn validate(&self) -> Result<(), ValidationErrors> {
         let mut errs = Vec::new();
         let gw = &self.gateway;
-        if gw.image.is_empty() || gw.image.len() > 255 {
+        if gw.image.len() > 255 || !matches(IMAGE_REF, &gw.image) {
             errs.push(FieldError::new(
                 "gateway.image",
-                "must be 1 to 255 characters",
+                format!(
+                    "{:?} is not an image reference with an explicit tag or digest",
+                    gw.image
+                ),
             ));
         }
-        if gw.controller.is_empty() || gw.controller.len() > 253 || !gw.controller.contains('/') {
-            errs.push(FieldError::new("gateway.controller", "must be a domain-prefixed path such as example.com/ingress, at most 253 characters"));
+        if let Err(why) = rules::domain_prefixed_path(&gw.controller) {
+            errs.push(FieldError::new("gateway.controller", why));
         }
         if !(1..=8).contains(&gw.replicas) {
             errs.push(FieldError::new(
@@ -143,68 +152,45 @@ impl OperatorConfig {
             ));
         }
         for (name, region) in &self.regions {
-            let at = |field: &str| format!("regions.{name}.{field}");
-            if name.len() > 32 || !matches(DNS_LABEL, name) {
-                errs.push(FieldError::new(
-                    format!("regions.{name}"),
-                    "region name must be a DNS label of at most 32 characters",
-                ));
-            }
-            if region.shared_ingress_class.len() > 253
-                || !matches(DNS_SUBDOMAIN, &region.shared_ingress_class)
-            {
-                errs.push(FieldError::new(
-                    at("sharedIngressClass"),
-                    "must be a DNS subdomain of at most 253 characters",
-                ));
-            }
-            if region.domain.len() > 180 || !matches(DNS_SUBDOMAIN, &region.domain) {
-                errs.push(FieldError::new(
-                    at("domain"),
-                    "must be a DNS subdomain of at most 180 characters",
-                ));
-            }
-            if let Some(class) = &region.storage_class
-                && (class.len() > 253 || !matches(DNS_SUBDOMAIN, class))
-            {
-                errs.push(FieldError::new(
-                    at("storageClass"),
-                    "must be a DNS subdomain of at most 253 characters",
-                ));
-            }
-            check_resources(
-                &at("defaultResources"),
-                &region.default_resources,
-                &mut errs,
-            );
+            check_region(name, region, &mut errs);
         }
         ValidationErrors::from_vec(errs)
     }
 }
 
-/// Shared by the configuration's defaults and an instance's own resources.
-pub(crate) fn check_resources(path: &str, resources: &ResourcesSpec, errs: &mut Vec<FieldError>) {
-    let check = |part: &str, amounts: &Option<ResourceAmounts>, errs: &mut Vec<FieldError>| {
-        let Some(a) = amounts else { return };
-        if let Some(cpu) = &a.cpu
-            && !matches(CPU_QUANTITY, cpu)
-        {
-            errs.push(FieldError::new(
-                format!("{path}.{part}.cpu"),
-                format!("{cpu:?} is not a CPU quantity such as 250m or 1.5"),
-            ));
-        }
-        if let Some(mem) = &a.memory
-            && !matches(MEMORY_QUANTITY, mem)
-        {
-            errs.push(FieldError::new(
-                format!("{path}.{part}.memory"),
-                format!("{mem:?} is not a memory quantity such as 512Mi"),
-            ));
-        }
+fn check_region(name: &str, region: &RegionConfig, errs: &mut Vec<FieldError>) {
+    let at = |field: &str| format!("regions.{name}.{field}");
+    if name.len() > 32 || !matches(DNS_LABEL, name) {
+        errs.push(FieldError::new(
+            format!("regions.{name}"),
+            "region name must be a DNS label of at most 32 characters",
+        ));
+    }
+    let class = &region.shared_ingress_class;
+    if let Err(why) = rules::dns_subdomain(class) {
+        errs.push(FieldError::new(at("sharedIngressClass"), why));
+    } else if class.starts_with(GATEWAY_CLASS_PREFIX) {
+        errs.push(FieldError::new(
+            at("sharedIngressClass"),
+            format!("{class:?}: the prefix {GATEWAY_CLASS_PREFIX} is reserved for the classes of dedicated gateways"),
+        ));
+    }
+    // The end of every default host `<account>.<region>.<domain>`.
+    if let Err(why) = rules::host(&region.domain, MAX_DOMAIN) {
+        errs.push(FieldError::new(at("domain"), why));
+    }
+    if let Some(class) = &region.storage_class
+        && let Err(why) = rules::dns_subdomain(class)
+    {
+        errs.push(FieldError::new(at("storageClass"), why));
+    }
+    let defaults = at("defaultResources");
+    resources::check_syntax(&defaults, &region.default_resources, errs);
+    let own = resources::Source {
+        resources: &region.default_resources,
+        path: &defaults,
     };
-    check("requests", &resources.requests, errs);
-    check("limits", &resources.limits, errs);
+    resources::check_limits_cover_requests(own, None, errs);
 }
 
 #[cfg(test)]

@@ -4,16 +4,25 @@
 //! The CRD schema rejects most bad input at admission; these checks repeat the
 //! schema's rules (objects can predate a CRD upgrade) and add the ones that need
 //! the configuration (the region must exist; a dedicated gateway cannot serve a
-//! host-network region).
+//! host-network region; the default host must fit). Passing them means the
+//! apiserver accepts every rendered object: each name, host, label value, key and
+//! quantity is held to Kubernetes' own rule (`rules`), and where the apiserver
+//! accepts what could never work (a DNS label of 64 characters, a NUL in the
+//! environment) to the stricter one.
+
+mod env;
+mod hosts;
+pub(crate) mod resources;
+pub mod rules;
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 
 use regex::Regex;
 
 use crate::api::instance::*;
-use crate::config::{NetworkMode, OperatorConfig, RegionConfig, check_resources};
+use crate::config::{NetworkMode, OperatorConfig, RegionConfig};
 use crate::names;
 
 /// One rejected field: its path from the object root and why.
@@ -157,11 +166,11 @@ pub fn validate(
         .clone()
         .unwrap_or_else(|| "default".into());
 
-    if name.is_empty() || name.len() > MAX_INSTANCE_NAME || !matches(DNS_LABEL, &name) {
-        errs.push(FieldError::new("metadata.name", format!("must be a DNS label of at most {MAX_INSTANCE_NAME} characters (children append suffixes)")));
-    }
+    check_name(&name, &mut errs);
+    let before = errs.len();
     label_field("spec.account", &spec.account, MAX_ACCOUNT, &mut errs);
     label_field("spec.region", &spec.region, MAX_REGION, &mut errs);
+    let account_and_region_valid = errs.len() == before;
     if spec.image.len() > 255 || !matches(IMAGE_REF, &spec.image) {
         errs.push(FieldError::new(
             "spec.image",
@@ -180,25 +189,7 @@ pub fn validate(
             ),
         ));
     }
-    if let Some(host) = &spec.host {
-        subdomain_field("spec.host", host, &mut errs);
-    }
-    if spec.aliases.len() > MAX_ALIASES {
-        errs.push(FieldError::new(
-            "spec.aliases",
-            format!("at most {MAX_ALIASES} aliases, got {}", spec.aliases.len()),
-        ));
-    }
-    let mut seen_hosts = BTreeSet::new();
-    for (i, alias) in spec.aliases.iter().enumerate() {
-        subdomain_field(&format!("spec.aliases[{i}]"), alias, &mut errs);
-        if !seen_hosts.insert(alias.as_str()) {
-            errs.push(FieldError::new(
-                format!("spec.aliases[{i}]"),
-                format!("duplicate alias {alias:?}"),
-            ));
-        }
-    }
+    hosts::check_own(spec, &mut errs);
     if !matches(STORAGE_SIZE, &spec.storage.size) {
         errs.push(FieldError::new(
             "spec.storage.size",
@@ -212,10 +203,9 @@ pub fn validate(
         subdomain_field("spec.storage.class", class, &mut errs);
     }
     if let Some(resources) = &spec.resources {
-        check_resources("spec.resources", resources, &mut errs);
-        check_limits_cover_requests("spec.resources", resources, &mut errs);
+        resources::check_syntax("spec.resources", resources, &mut errs);
     }
-    check_env(&spec.env, &mut errs);
+    env::check(&spec.env, &mut errs);
 
     let region = config.regions.get(&spec.region);
     if region.is_none() && !spec.region.is_empty() {
@@ -244,23 +234,30 @@ pub fn validate(
             }
         }
     });
-    if let Some(host) = &spec.host
-        && spec.aliases.iter().any(|a| a == host)
-    {
-        errs.push(FieldError::new(
-            "spec.aliases",
-            format!("{host:?} is already spec.host"),
-        ));
+    // What needs the region: the default host, and the region's default resources.
+    let host = region
+        .filter(|_| account_and_region_valid)
+        .and_then(|r| hosts::resolve(spec, &r.domain, &mut errs));
+    if let Some(host) = &host {
+        hosts::check_aliases_against(spec, &name, host, &mut errs);
+    }
+    if let Some(own) = &spec.resources {
+        let defaults_path = format!("regions.{}.defaultResources", spec.region);
+        let defaults = region.map(|r| resources::Source {
+            resources: &r.default_resources,
+            path: &defaults_path,
+        });
+        let own = resources::Source {
+            resources: own,
+            path: "spec.resources",
+        };
+        resources::check_limits_cover_requests(own, defaults, &mut errs);
     }
 
     ValidationErrors::from_vec(errs)?;
-    let (Some(region), Some(gateway)) = (region, gateway) else {
-        unreachable!("a missing region or gateway is always reported as an error above")
+    let (Some(region), Some(gateway), Some(host)) = (region, gateway, host) else {
+        unreachable!("a missing region, gateway or host is always reported as an error above")
     };
-    let host = spec
-        .host
-        .clone()
-        .unwrap_or_else(|| format!("{}.{}.{}", spec.account, spec.region, region.domain));
     Ok(ValidatedInstance {
         name,
         namespace,
@@ -277,10 +274,35 @@ pub fn validate(
             .class
             .clone()
             .or_else(|| region.storage_class.clone()),
-        resources: merge_resources(spec.resources.as_ref(), &region.default_resources),
+        resources: resources::merge(spec.resources.as_ref(), &region.default_resources),
         env: spec.env.clone(),
         gateway,
     })
+}
+
+/// The instance's name is its Service's (a DNS-1035 label), and its children append
+/// suffixes; the gateway prefix is reserved, so that no instance's object can ever
+/// take a dedicated gateway's name. The CRD refuses the same at admission, but an
+/// instance can predate that rule.
+fn check_name(name: &str, errs: &mut Vec<FieldError>) {
+    let message = if rules::dns1035_label(name).is_err() {
+        format!(
+            "{name:?} must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter (it names the instance's Service)"
+        )
+    } else if name.len() > MAX_INSTANCE_NAME {
+        format!(
+            "must be at most {MAX_INSTANCE_NAME} characters (children append suffixes), got {}",
+            name.len()
+        )
+    } else if name.starts_with(names::GATEWAY_PREFIX) {
+        format!(
+            "{name:?}: the prefix {} is reserved for the names of dedicated gateways",
+            names::GATEWAY_PREFIX
+        )
+    } else {
+        return;
+    };
+    errs.push(FieldError::new("metadata.name", message));
 }
 
 /// Aliases are a set (`x-kubernetes-list-type: set`): their order carries no
@@ -298,128 +320,8 @@ fn label_field(path: &str, value: &str, max: usize, errs: &mut Vec<FieldError>) 
 }
 
 fn subdomain_field(path: &str, value: &str, errs: &mut Vec<FieldError>) {
-    if value.is_empty() || value.len() > 253 || !matches(DNS_SUBDOMAIN, value) {
-        errs.push(FieldError::new(
-            path,
-            format!("{value:?} must be a DNS subdomain of at most 253 characters"),
-        ));
-    }
-}
-
-fn check_env(env: &[EnvVar], errs: &mut Vec<FieldError>) {
-    if env.len() > MAX_ENV {
-        errs.push(FieldError::new(
-            "spec.env",
-            format!("at most {MAX_ENV} variables, got {}", env.len()),
-        ));
-    }
-    let mut names = BTreeSet::new();
-    for (i, var) in env.iter().enumerate() {
-        let at = |f: &str| format!("spec.env[{i}].{f}");
-        if var.name.is_empty() || var.name.len() > 128 || !matches(ENV_NAME, &var.name) {
-            errs.push(FieldError::new(
-                at("name"),
-                format!("{:?} is not a valid variable name", var.name),
-            ));
-        } else if var.name.starts_with("KURA_") {
-            errs.push(FieldError::new(
-                at("name"),
-                "the KURA_ prefix is reserved for the operator",
-            ));
-        }
-        if !names.insert(var.name.as_str()) {
-            errs.push(FieldError::new(
-                at("name"),
-                format!("duplicate variable {:?}", var.name),
-            ));
-        }
-        match (&var.value, &var.secret_key_ref) {
-            (Some(_), Some(_)) | (None, None) => {
-                errs.push(FieldError::new(
-                    format!("spec.env[{i}]"),
-                    "exactly one of value or secretKeyRef must be set",
-                ));
-            }
-            (Some(v), None) if v.len() > MAX_ENV_VALUE => {
-                errs.push(FieldError::new(
-                    at("value"),
-                    format!("at most {MAX_ENV_VALUE} characters, got {}", v.len()),
-                ));
-            }
-            (None, Some(r)) => {
-                subdomain_field(&format!("spec.env[{i}].secretKeyRef.name"), &r.name, errs);
-            }
-            _ => {}
-        }
-    }
-}
-
-fn check_limits_cover_requests(path: &str, r: &ResourcesSpec, errs: &mut Vec<FieldError>) {
-    let (Some(req), Some(lim)) = (&r.requests, &r.limits) else {
-        return;
-    };
-    if let (Some(a), Some(b)) = (
-        req.cpu.as_deref().and_then(cpu_millis),
-        lim.cpu.as_deref().and_then(cpu_millis),
-    ) && b < a
-    {
-        errs.push(FieldError::new(
-            format!("{path}.limits.cpu"),
-            "must be at least resources.requests.cpu",
-        ));
-    }
-    if let (Some(a), Some(b)) = (
-        req.memory.as_deref().and_then(memory_bytes),
-        lim.memory.as_deref().and_then(memory_bytes),
-    ) && b < a
-    {
-        errs.push(FieldError::new(
-            format!("{path}.limits.memory"),
-            "must be at least resources.requests.memory",
-        ));
-    }
-}
-
-fn cpu_millis(q: &str) -> Option<u64> {
-    if let Some(m) = q.strip_suffix('m') {
-        return m.parse().ok();
-    }
-    let (whole, frac) = q.split_once('.').unwrap_or((q, ""));
-    let frac = format!("{frac:0<3}");
-    Some(whole.parse::<u64>().ok()? * 1000 + frac.get(..3)?.parse::<u64>().ok()?)
-}
-
-fn memory_bytes(q: &str) -> Option<u64> {
-    let units = [
-        ("Ki", 1u64 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-    ];
-    for (suffix, factor) in units {
-        if let Some(n) = q.strip_suffix(suffix) {
-            return n.parse::<u64>().ok()?.checked_mul(factor);
-        }
-    }
-    q.parse().ok()
-}
-
-/// The instance's own amounts win, field by field, over the region's defaults.
-fn merge_resources(own: Option<&ResourcesSpec>, defaults: &ResourcesSpec) -> ResourcesSpec {
-    let pick =
-        |o: Option<&ResourceAmounts>, d: Option<&ResourceAmounts>| -> Option<ResourceAmounts> {
-            let cpu = o
-                .and_then(|a| a.cpu.clone())
-                .or_else(|| d.and_then(|a| a.cpu.clone()));
-            let memory = o
-                .and_then(|a| a.memory.clone())
-                .or_else(|| d.and_then(|a| a.memory.clone()));
-            (cpu.is_some() || memory.is_some()).then_some(ResourceAmounts { cpu, memory })
-        };
-    let own = own.cloned().unwrap_or_default();
-    ResourcesSpec {
-        requests: pick(own.requests.as_ref(), defaults.requests.as_ref()),
-        limits: pick(own.limits.as_ref(), defaults.limits.as_ref()),
+    if let Err(why) = rules::dns_subdomain(value) {
+        errs.push(FieldError::new(path, format!("{value:?} {why}")));
     }
 }
 

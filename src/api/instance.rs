@@ -8,9 +8,15 @@ use super::Condition;
 
 /// DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.
 pub const DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// DNS-1035 label: a DNS label starting with a letter (Service names).
+pub const DNS1035_LABEL: &str = r"^[a-z]([-a-z0-9]*[a-z0-9])?$";
 /// DNS-1123 subdomain: dot-separated DNS labels.
 pub const DNS_SUBDOMAIN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A label value (without its length limit of 63), possibly empty.
+pub const LABEL_VALUE: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+/// A key of a Secret or ConfigMap (without the rule about leading dots).
+pub const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
 /// An image reference with an explicit tag or digest (no implicit `latest`).
 pub const IMAGE_REF: &str = r"^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*((:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})(@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$";
 /// Storage sizes in binary units, e.g. `10Gi`.
@@ -50,8 +56,11 @@ pub const MAX_ALIASES: usize = 8;
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("self.metadata.name.size() <= 40").message("metadata.name: must be at most 40 characters (children append suffixes)"),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name: must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it names the instance's Service"),
+    validation = Rule::new("!self.metadata.name.startsWith('gw-')").message("metadata.name: the prefix gw- is reserved for the names of dedicated gateways"),
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.host) || !has(self.aliases) || !(self.host in self.aliases)").message("aliases must not repeat spec.host").field_path(".aliases"))]
 pub struct KuraInstanceSpec {
     /// Account this instance serves. Immutable.
     #[schemars(length(min = 1, max = 40), regex(pattern = DNS_LABEL))]
@@ -71,14 +80,23 @@ pub struct KuraInstanceSpec {
     #[schemars(range(min = 1, max = 16))]
     pub replicas: i32,
 
-    /// Public host name; defaults to `<account>.<region>.<region domain>`.
+    /// Public host name; defaults to `<account>.<region>.<region domain>`. A DNS
+    /// name (not an IP address, no wildcard) with labels of at most 63 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[x_kube(
+        validation = Rule::new("!self.matches('[^.]{64}')").message("host: each DNS label has at most 63 characters"),
+        validation = Rule::new("!self.matches('(^|[.])[0-9]+$')").message("host: must be a DNS name, not an IP address (its last label must not be numeric)"),
+    )]
     pub host: Option<String>,
 
-    /// Further host names, each served by an Ingress of its own.
+    /// Further host names, each served by an Ingress of its own; the same rules as `host`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8), extend("x-kubernetes-list-type" = "set"), inner(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN)))]
+    #[x_kube(
+        validation = Rule::new("self.all(h, !h.matches('[^.]{64}'))").message("aliases: each DNS label has at most 63 characters"),
+        validation = Rule::new("self.all(h, !h.matches('(^|[.])[0-9]+$'))").message("aliases: each must be a DNS name, not an IP address (its last label must not be numeric)"),
+    )]
     pub aliases: Vec<String>,
 
     pub storage: StorageSpec,
@@ -102,8 +120,13 @@ fn default_replicas() -> i32 {
     1
 }
 
+/// Each replica's cache volume. Immutable: a StatefulSet's volume claim templates
+/// cannot change.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+// On the object, not the optional field: a rule on the field is skipped when the old
+// or the new object lacks it, so adding or removing a class got through.
+#[x_kube(validation = Rule::new("has(self.class) == has(oldSelf.class) && (!has(self.class) || self.class == oldSelf.class)").message("storage.class is immutable (volume claim templates cannot change): it can be neither added, removed nor changed").field_path(".class"))]
 pub struct StorageSpec {
     /// Size of each replica's cache volume, e.g. `10Gi`. Immutable: a StatefulSet's
     /// volume claim templates cannot change.
@@ -113,14 +136,13 @@ pub struct StorageSpec {
     /// StorageClass; defaults to the region's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("storage.class is immutable (volume claim templates cannot change)"))]
     pub class: Option<String>,
 }
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.memory) || !has(self.limits.memory) || quantity(self.limits.memory).compareTo(quantity(self.requests.memory)) >= 0").message("resources.limits.memory must be at least resources.requests.memory"))]
-#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.cpu) || !has(self.limits.cpu) || quantity(self.limits.cpu).compareTo(quantity(self.requests.cpu)) >= 0").message("resources.limits.cpu must be at least resources.requests.cpu"))]
+#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.memory) || !has(self.limits.memory) || quantity(self.limits.memory).compareTo(quantity(self.requests.memory)) >= 0").message("resources.limits.memory must be at least resources.requests.memory").field_path(".limits.memory"))]
+#[x_kube(validation = Rule::new("!has(self.requests) || !has(self.limits) || !has(self.requests.cpu) || !has(self.limits.cpu) || quantity(self.limits.cpu).compareTo(quantity(self.requests.cpu)) >= 0").message("resources.limits.cpu must be at least resources.requests.cpu").field_path(".limits.cpu"))]
 pub struct ResourcesSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<ResourceAmounts>,
@@ -150,6 +172,7 @@ pub struct EnvVar {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
+    #[x_kube(validation = Rule::new("!self.contains('\\x00')").message("env value: must not contain NUL characters (a process environment cannot carry them)"))]
     pub value: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key_ref: Option<SecretKeyRef>,
@@ -160,7 +183,8 @@ pub struct EnvVar {
 pub struct SecretKeyRef {
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     pub name: String,
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY))]
+    #[x_kube(validation = Rule::new("self != '.' && !self.startsWith('..')").message("secretKeyRef.key must not be '.' or start with '..' (a key names a file)"))]
     pub key: String,
 }
 

@@ -72,4 +72,4 @@ pub(crate) fn non_canonical_object(desired: &Desired) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

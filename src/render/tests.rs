@@ -10,7 +10,9 @@ mod canonical;
 mod determinism;
 mod golden;
 mod incident;
+pub(crate) mod kube_rules;
 mod metadata;
+mod names;
 mod properties;
 
 const EXAMPLE_CONFIG: &str = include_str!("../../examples/config.yaml");

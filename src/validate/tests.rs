@@ -7,8 +7,10 @@ use super::*;
 use crate::api::{GatewaySpec, KuraInstance, KuraInstanceSpec, SecretKeyRef, StorageSpec};
 
 mod config_rules;
+mod corpus;
 mod env_rules;
 mod fuzz;
+pub(crate) mod hostile;
 mod resolution;
 
 const EXAMPLE_CONFIG: &str = include_str!("../../examples/config.yaml");
@@ -112,8 +114,28 @@ fn rejects_metadata_name_that_is_not_a_dns_label() {
     assert_rejected(
         |i| i.metadata.name = name,
         "metadata.name",
-        "must be a DNS label",
+        "must be a DNS-1035 label",
     );
+}
+
+/// The name of an instance's Service; Kubernetes before 1.36 refuses a leading digit.
+#[test]
+fn rejects_metadata_name_starting_with_a_digit() {
+    let name = Some("1acme".to_string());
+    assert_rejected(
+        |i| i.metadata.name = name,
+        "metadata.name",
+        "must be a DNS-1035 label",
+    );
+}
+
+/// An instance named `gw-acme-c1` took over the dedicated gateway `gw-acme-c1`'s
+/// Service. An instance that predates the CRD rule is Invalid: nothing is applied.
+#[test]
+fn rejects_metadata_name_with_the_reserved_gateway_prefix() {
+    let name = Some("gw-acme-c1".to_string());
+    let needle = "the prefix gw- is reserved for the names of dedicated gateways";
+    assert_rejected(|i| i.metadata.name = name, "metadata.name", needle);
 }
 
 #[test]
@@ -121,7 +143,7 @@ fn rejects_missing_metadata_name() {
     assert_rejected(
         |i| i.metadata.name = None,
         "metadata.name",
-        "must be a DNS label",
+        "must be a DNS-1035 label",
     );
 }
 
@@ -206,6 +228,34 @@ fn rejects_host_that_is_not_a_dns_subdomain() {
     );
 }
 
+/// The apiserver refuses an Ingress rule for an IP address.
+#[test]
+fn rejects_host_that_is_an_ip_address() {
+    let host = Some("10.0.0.1".to_string());
+    let needle = r#""10.0.0.1" is an IP address or ends in a numeric label"#;
+    assert_rejected(|i| i.spec.host = host, "spec.host", needle);
+}
+
+/// A default host longer than 253 characters failed at apply with 422, then stalled.
+#[test]
+fn rejects_a_default_host_longer_than_253_characters() {
+    // The longest region name with the longest domain the configuration allows.
+    let (mut config, region) = (config(), "r".repeat(32));
+    let mut long = config.regions["eu-west-1"].clone();
+    long.domain = format!("{}.{}.{}", "d".repeat(63), "o".repeat(63), "m".repeat(52));
+    config.regions.insert(region.clone(), long);
+    let mut instance = instance();
+    (instance.spec.account, instance.spec.region) = ("a".repeat(40), region.clone());
+    let errors = validate(&instance, &config).unwrap_err().0;
+    let path = format!("spec.host (defaulted from account, region and regions.{region}.domain)");
+    assert_only_error_at(&errors, &path, "is 254 characters; a host has at most 253");
+    instance.spec.host = Some("cache.example.com".into());
+    assert!(
+        validate(&instance, &config).is_ok(),
+        "an own host resolves it"
+    );
+}
+
 #[test]
 fn rejects_more_than_8_aliases() {
     let aliases: Vec<String> = (0..9).map(|n| format!("a{n}.example.com")).collect();
@@ -236,10 +286,25 @@ fn rejects_alias_equal_to_host() {
         i.spec.host = Some("a.example.com".into());
         i.spec.aliases = vec!["a.example.com".into()];
     };
+    let needle = r#""a.example.com" is already the instance's host"#;
+    assert_rejected(edit, "spec.aliases[0]", needle);
+}
+
+/// Alias Ingresses are named `<instance>.<8 hex digits of sha256(host)>`; these two
+/// hosts were found by search to share their digits.
+#[test]
+fn rejects_aliases_whose_ingress_names_collide() {
+    let (a, b) = ("c39633.example.com", "c65521.example.com");
+    assert_eq!(
+        names::alias_ingress("acme-eu", a),
+        names::alias_ingress("acme-eu", b)
+    );
+    let needle =
+        r#""c65521.example.com" gets the same Ingress name "acme-eu.fe0427b6" as spec.aliases[0]"#;
     assert_rejected(
-        edit,
-        "spec.aliases",
-        r#""a.example.com" is already spec.host"#,
+        |i| i.spec.aliases = vec![a.into(), b.into()],
+        "spec.aliases[1]",
+        needle,
     );
 }
 
@@ -289,7 +354,7 @@ fn rejects_memory_limit_that_is_not_a_quantity() {
 #[test]
 fn rejects_cpu_limit_below_request() {
     let r = resources(amounts(Some("500m"), None), amounts(Some("0.25"), None));
-    let needle = "must be at least resources.requests.cpu";
+    let needle = "0.25 must be at least spec.resources.requests.cpu (500m)";
     assert_rejected(
         |i| i.spec.resources = Some(r),
         "spec.resources.limits.cpu",
@@ -300,7 +365,7 @@ fn rejects_cpu_limit_below_request() {
 #[test]
 fn rejects_memory_limit_below_request() {
     let r = resources(amounts(None, Some("1Gi")), amounts(None, Some("512Mi")));
-    let needle = "must be at least resources.requests.memory";
+    let needle = "512Mi must be at least spec.resources.requests.memory (1Gi)";
     assert_rejected(
         |i| i.spec.resources = Some(r),
         "spec.resources.limits.memory",

@@ -223,6 +223,62 @@ fn cases() -> Vec<Case> {
             "metadata.name",
             "must be at most 40 characters",
         ),
+        // Generated gateway names start with it: an instance's Service must never take one's name.
+        case(
+            "metadata.name with the reserved prefix gw-",
+            |v| v["metadata"]["name"] = json!("gw-acme-c1"),
+            "metadata.name",
+            "reserved",
+        ),
+        // Alias Ingresses are named <instance>.<hash>: a dot keeps them apart from instances.
+        case(
+            "metadata.name with a dot",
+            |v| v["metadata"]["name"] = json!("acme.0a1b2c3d"),
+            "metadata.name",
+            "DNS-1035 label",
+        ),
+        case(
+            "metadata.name starting with a digit",
+            |v| v["metadata"]["name"] = json!("1acme"),
+            "metadata.name",
+            "DNS-1035 label",
+        ),
+        case(
+            "host that is an IP address",
+            |v| v["spec"]["host"] = json!("10.0.0.1"),
+            "spec.host",
+            "not an IP address",
+        ),
+        case(
+            "alias with a label of 64 characters",
+            |v| v["spec"]["aliases"] = json!([format!("{}.example.com", "a".repeat(64))]),
+            "spec.aliases",
+            "at most 63 characters",
+        ),
+        case(
+            "alias equal to the host",
+            |v| {
+                v["spec"]["host"] = json!("a.example.com");
+                v["spec"]["aliases"] = json!(["a.example.com"]);
+            },
+            "spec.aliases",
+            "must not repeat spec.host",
+        ),
+        case(
+            "secretKeyRef key '..'",
+            |v| {
+                v["spec"]["env"] =
+                    json!([{"name": "T", "secretKeyRef": {"name": "s", "key": ".."}}])
+            },
+            "spec.env[0].secretKeyRef.key",
+            "'..'",
+        ),
+        case(
+            "env value with a NUL character",
+            |v| v["spec"]["env"] = json!([{"name": "T", "value": "a\u{0}b"}]),
+            "spec.env[0].value",
+            "NUL",
+        ),
     ]
 }
 
@@ -315,4 +371,59 @@ async fn immutable_fields_cannot_change_after_creation() {
         .await
         .expect("replicas may change");
     assert_eq!(scaled.data["spec"]["replicas"], 3);
+}
+
+/// A StatefulSet's volume claim templates cannot change, so neither can the storage
+/// class: not changed, and not added or removed either (a rule on the field alone
+/// never sees an absent old or new value). Changing replicas shows the rejections are
+/// the rule's.
+#[tokio::test]
+async fn storage_class_cannot_be_added_removed_or_changed() {
+    let ns = TestNamespace::new("adm-class").await;
+    let api = instances(&ns);
+    let create = |name: &str, class: Option<&str>| {
+        let mut body = valid(name);
+        if let Some(class) = class {
+            body["spec"]["storage"]["class"] = json!(class);
+        }
+        serde_json::from_value::<DynamicObject>(body).unwrap()
+    };
+    api.create(&PostParams::default(), &create("plain", None))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &create("classy", Some("fast")))
+        .await
+        .unwrap();
+
+    let api = &api;
+    let patch = |name: &'static str, storage: Value| async move {
+        let body = Patch::Merge(json!({ "spec": { "storage": storage } }));
+        api.patch(name, &PatchParams::default(), &body).await
+    };
+    let mut failures = Vec::new();
+    for (name, storage, what) in [
+        ("plain", json!({"class": "fast"}), "added"),
+        ("classy", json!({"class": "slow"}), "changed"),
+        ("classy", json!({"class": null}), "removed"),
+    ] {
+        match patch(name, storage).await {
+            Err(kube::Error::Api(s))
+                if s.code == 422
+                    && s.message.contains("spec.storage.class")
+                    && s.message.contains("storage.class is immutable") => {}
+            Err(e) => failures.push(format!(
+                "class {what}: expected spec.storage.class and why in: {e}"
+            )),
+            Ok(o) => failures.push(format!(
+                "class {what}: admitted, storage now {}",
+                o.data["spec"]["storage"]
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for name in ["plain", "classy"] {
+        let body = Patch::Merge(json!({ "spec": { "replicas": 2 } }));
+        let scaled = api.patch(name, &PatchParams::default(), &body).await;
+        assert!(scaled.is_ok(), "{name}: replicas may change: {scaled:?}");
+    }
 }

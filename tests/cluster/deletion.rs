@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::operator::{Operator, config, wait_ready};
 use crate::support::*;
 use kura_operator::api::{KuraGateway, KuraInstance};
+use kura_operator::names;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -40,8 +41,9 @@ async fn deleting_instances_removes_their_children_and_only_unused_gateways() {
         wait_ready(&instances, name).await;
     }
     let gateways: Api<KuraGateway> = ns.api();
+    let (acme_gw, beta_gw) = (names::gateway("acme", "r1"), names::gateway("beta", "r1"));
     let beta_class = gateways
-        .get("gw-beta-r1")
+        .get(&beta_gw)
         .await
         .unwrap()
         .spec
@@ -72,7 +74,7 @@ async fn deleting_instances_removes_their_children_and_only_unused_gateways() {
     .await;
     wait_for("the gateway only b1 used to be deleted", T, || async {
         gateways
-            .get_opt("gw-beta-r1")
+            .get_opt(&beta_gw)
             .await
             .ok()?
             .is_none()
@@ -91,7 +93,7 @@ async fn deleting_instances_removes_their_children_and_only_unused_gateways() {
     .await;
     // The gateway controller has made its pass (beta's is gone); acme's is still used by a2.
     assert!(
-        gateways.get_opt("gw-acme-r1").await.unwrap().is_some(),
+        gateways.get_opt(&acme_gw).await.unwrap().is_some(),
         "a gateway in use is never deleted"
     );
     assert!(sts.get_opt("a2").await.unwrap().is_some());

@@ -4,6 +4,11 @@
 
 mod support;
 
+// The hostile corpus and spec generator the unit tests of `validate` use, not a copy.
+#[path = "../../src/validate/tests/hostile.rs"]
+mod hostile;
+
+mod acceptance;
 mod admission;
 mod admission_fakes;
 mod api_proxy;
@@ -18,6 +23,7 @@ mod founding_incident;
 mod gc_safety;
 mod idle;
 mod image_drift;
+mod names;
 mod operator;
 mod ops;
 mod orphans;

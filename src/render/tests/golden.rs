@@ -16,12 +16,12 @@ use crate::kind::ChildKind;
 const GOLDEN: [(&str, &str, &str); 3] = [
     (
         "acme-eu",
-        "eb40c84698ad2c76257c81390e42ff62f19d7bd27212bf34f29f8174b0ccff03",
+        "e9fa7293256f466491ca43029f060e53eb34b7026b33ea4df5c72a5608cdea10",
         "ff562e26d6d73ee3",
     ),
     (
         "globex-eu",
-        "a5c600e064a5e91c9f18e1feb5d5e0bbf75a9ffcf341e8be2ac05eae0d8807b3",
+        "293f0e2d4a558bdcb7fab487b75f5d12c035a8c91cd9236d20fb196263a566fa",
         "473101049342bbed",
     ),
     (

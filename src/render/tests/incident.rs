@@ -42,7 +42,7 @@ fn founding_incident_auto_instance_moving_from_cloud_to_host_region_changes_revi
 
     assert_eq!(
         ingress_classes(&before),
-        ["kura-gw.kura-demo.gw-acme-eu-west-1"]
+        ["kura-gw.kura-demo.gw-acme-eu-west-1-b48d34c4"]
     );
     assert_eq!(ingress_classes(&after), ["kura-shared"]);
 

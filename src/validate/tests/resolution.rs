@@ -26,8 +26,8 @@ fn auto_resolves_to_a_dedicated_gateway_in_a_cloud_region() {
     let v = accepted(|_| {});
     let dedicated = ResolvedGateway {
         mode: GatewayMode::Dedicated,
-        ingress_class_name: "kura-gw.kura-demo.gw-acme-eu-west-1".into(),
-        gateway_name: Some("gw-acme-eu-west-1".into()),
+        ingress_class_name: "kura-gw.kura-demo.gw-acme-eu-west-1-b48d34c4".into(),
+        gateway_name: Some("gw-acme-eu-west-1-b48d34c4".into()),
     };
     assert_eq!(v.gateway, dedicated);
 }
