@@ -89,33 +89,62 @@ pub fn render(args: &RenderArgs) -> CliResult {
 
 use serde::Deserialize;
 
+/// What a user typed, or `(none)`: never a Rust debug form.
+fn shown(value: Option<&str>) -> &str {
+    value.filter(|v| !v.is_empty()).unwrap_or("(none)")
+}
+
 fn explain(
     v: &kura_operator::validate::ValidatedInstance,
     config: &OperatorConfig,
     desired: &render::Desired,
 ) {
     let region = &config.regions[&v.region];
+    let network = match region.network {
+        kura_operator::config::NetworkMode::Cloud => "cloud",
+        kura_operator::config::NetworkMode::Host => "host",
+    };
+    let mode = match v.gateway.mode {
+        kura_operator::api::GatewayMode::Auto => "Auto",
+        kura_operator::api::GatewayMode::Dedicated => "Dedicated",
+        kura_operator::api::GatewayMode::Shared => "Shared",
+    };
+    let aliases = if v.aliases.is_empty() {
+        "(none)".to_string()
+    } else {
+        v.aliases.join(",")
+    };
     println!(
         "# the revision is sha256 over the per-object hashes above, in that order; each object hash"
     );
     println!("# is sha256 of the object's canonical JSON. The rendered objects came from:");
     println!(
-        "#   spec: account={} region={} image={} replicas={} host={} aliases={:?}",
-        v.account, v.region, v.image, v.replicas, v.host, v.aliases
+        "#   spec: account={} region={} image={} replicas={} host={} aliases={aliases}",
+        v.account, v.region, v.image, v.replicas, v.host
     );
     println!(
-        "#   spec: storage={} class={:?} env={} variables",
+        "#   spec: storage={} class={} env={} variables",
         v.storage_size,
-        v.storage_class,
+        shown(v.storage_class.as_deref()),
         v.env.len()
     );
     println!(
-        "#   config regions.{}: network={:?} sharedIngressClass={} domain={} storageClass={:?}",
-        v.region, region.network, region.shared_ingress_class, region.domain, region.storage_class
+        "#   config regions.{}: network={network} sharedIngressClass={} domain={} storageClass={}",
+        v.region,
+        region.shared_ingress_class,
+        region.domain,
+        shown(region.storage_class.as_deref())
     );
     println!(
-        "#   resolved gateway: mode={:?} ingressClass={} gateway={:?}",
-        v.gateway.mode, v.gateway.ingress_class_name, v.gateway.gateway_name
+        "#   storage is fixed when the StatefulSet is created: a running instance keeps the class and size"
+    );
+    println!(
+        "#   its StatefulSet has, and reports any other as StorageChangePending (claim templates cannot change)"
+    );
+    println!(
+        "#   resolved gateway: mode={mode} ingressClass={} gateway={}",
+        v.gateway.ingress_class_name,
+        shown(v.gateway.gateway_name.as_deref())
     );
     if v.gateway.gateway_name.is_some() {
         println!(
@@ -124,8 +153,10 @@ fn explain(
         );
     }
     println!(
-        "#   metadata: name={} namespace={} uid={:?} (owner references)",
-        v.name, v.namespace, v.uid
+        "#   metadata: name={} namespace={} uid={} (owner references)",
+        v.name,
+        v.namespace,
+        shown(Some(v.uid.as_str()))
     );
     println!("#   short revision: {}", hash::short(&desired.revision));
 }

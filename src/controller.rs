@@ -144,10 +144,14 @@ fn compact_managed_fields<K: Resource>(object: &mut K) {
 }
 
 /// A cached StatefulSet keeps what `observe` and `probe` read: its metadata
-/// (compacted), the replica count, the containers' names and images, and the
-/// status. The rest of the pod template and the volume claim templates were
+/// (compacted), the replica count, the containers' names and images, the
+/// claim templates' names, classes and sizes (storage is pinned to them:
+/// `reconcile::storage`), and the status. The rest of the pod template was
 /// most of the operator's memory at scale (docs/benchmarks.md, scale).
 fn compact_stateful_set(sts: &mut StatefulSet) {
+    use k8s_openapi::api::core::v1::{
+        PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+    };
     compact_managed_fields(sts);
     if let Some(spec) = sts.spec.as_mut() {
         let containers = spec
@@ -165,6 +169,26 @@ fn compact_stateful_set(sts: &mut StatefulSet) {
                     .collect()
             })
             .unwrap_or_default();
+        let claims = spec.volume_claim_templates.take().map(|templates| {
+            templates
+                .into_iter()
+                .map(|t| PersistentVolumeClaim {
+                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        name: t.metadata.name,
+                        ..Default::default()
+                    },
+                    spec: t.spec.map(|s| PersistentVolumeClaimSpec {
+                        storage_class_name: s.storage_class_name,
+                        resources: s.resources.map(|r| VolumeResourceRequirements {
+                            requests: r.requests,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    status: None,
+                })
+                .collect()
+        });
         *spec = k8s_openapi::api::apps::v1::StatefulSetSpec {
             replicas: spec.replicas,
             template: k8s_openapi::api::core::v1::PodTemplateSpec {
@@ -174,6 +198,7 @@ fn compact_stateful_set(sts: &mut StatefulSet) {
                     ..Default::default()
                 }),
             },
+            volume_claim_templates: claims,
             ..Default::default()
         };
     }
@@ -454,7 +479,8 @@ mod tests {
         assert_eq!(pod.containers[0].name, "kura");
         assert_eq!(pod.containers[0].image.as_deref(), Some("k:1"));
         assert!(pod.containers[0].env.is_none() && pod.volumes.is_none());
-        assert!(spec.volume_claim_templates.is_none());
+        let claim = &spec.volume_claim_templates.as_ref().unwrap()[0];
+        assert_eq!(claim.metadata.name.as_deref(), Some("cache"));
         assert_eq!(sts.status, status);
         assert_eq!(sts.metadata.generation, Some(3));
     }

@@ -36,6 +36,9 @@ pub const ACTIVE: &str = "Active";
 pub const VALID: &str = "Valid";
 /// Specific: another field manager took a field this operator renders.
 pub const FIELD_CONFLICT: &str = "FieldConflict";
+/// Specific: the storage asked for differs from what the live StatefulSet was
+/// created with, which it keeps (`reconcile::storage`).
+pub const STORAGE_CHANGE_PENDING: &str = "StorageChangePending";
 
 impl Condition {
     pub fn new(

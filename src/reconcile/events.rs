@@ -5,7 +5,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use super::status::{Outcome, failure_reason};
-use crate::api::conditions::{READY, STALLED, VALID, find};
+use crate::api::conditions::{READY, STALLED, STORAGE_CHANGE_PENDING, VALID, find};
 use crate::api::{ConditionStatus, KuraInstance, KuraInstanceStatus};
 use crate::context::Context;
 use crate::render::hash::short;
@@ -126,6 +126,14 @@ pub fn events_for(
             .map(|c| c.message.clone())
             .unwrap_or_default();
         out.push(ev(EventType::Warning, "Stalled", msg));
+    }
+    let storage = |s: &KuraInstanceStatus| {
+        find(&s.conditions, STORAGE_CHANGE_PENDING).map(|c| c.message.clone())
+    };
+    if let Some(pending) = storage(new)
+        && storage(prev) != Some(pending.clone())
+    {
+        out.push(ev(EventType::Warning, "StorageChangePending", pending));
     }
     if turned(READY, ConditionStatus::True) {
         out.push(ev(

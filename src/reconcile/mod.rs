@@ -1,6 +1,6 @@
 //! One reconcile of a `KuraInstance`, as a pipeline:
 //!
-//! recall → validate → render → observe → plan → rollout (apply, prune) → probe → status
+//! recall → validate → pin storage → render → observe → plan → rollout (apply, prune) → probe → status
 //!
 //! Only `rollout` (through `apply` and `prune`) and `status::write` talk to the
 //! apiserver; `observe` reads reflector caches, `recall` this process's memory;
@@ -14,6 +14,7 @@ pub mod probe;
 pub mod prune;
 mod rollout;
 pub mod status;
+pub mod storage;
 pub mod stores;
 
 use std::sync::Arc;
@@ -85,7 +86,11 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     let now = Timestamp::now();
     let recall = ctx.memory.recall(&instance, SETTLE);
 
-    let validated = validate(&instance, &config);
+    let mut validated = validate(&instance, &config);
+    let pending_storage = validated.as_mut().ok().and_then(|v| {
+        let live = ctx.stores.live_claim(&v.namespace, &v.name);
+        storage::pin(v, live.as_ref())
+    });
     let desired = validated.as_ref().ok().map(|v| render(v, &config));
     let mut observed = observe::observe(
         &instance,
@@ -159,6 +164,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         gateway: validated.as_ref().ok().map(|v| &v.gateway),
         outcome: &outcome,
         activation: activation.as_ref(),
+        pending_storage: pending_storage.as_ref(),
         policy: &ctx.policy,
         now,
     });

@@ -11,8 +11,11 @@ use super::plan::{
 };
 use super::probe::Activation;
 use super::prune::PruneOutcome;
+use super::storage::PendingStorage;
 use crate::api::ConflictStatus;
-use crate::api::conditions::{self, ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, VALID};
+use crate::api::conditions::{
+    self, ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, STORAGE_CHANGE_PENDING, VALID,
+};
 use crate::api::{
     Condition, ConditionStatus, GatewayStatus, InventoryEntry, KuraInstance, KuraInstanceStatus,
     Phase, RetryStatus,
@@ -91,6 +94,8 @@ pub struct StatusInputs<'a> {
     pub gateway: Option<&'a ResolvedGateway>,
     pub outcome: &'a Outcome,
     pub activation: Option<&'a Activation>,
+    /// Storage asked for and kept otherwise (see `reconcile::storage`).
+    pub pending_storage: Option<&'a PendingStorage>,
     pub policy: &'a RetryPolicy,
     pub now: Timestamp,
 }
@@ -234,6 +239,21 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
         ));
     } else if s.conflict.is_none() {
         fresh.retain(|f| f.type_ != FIELD_CONFLICT);
+    }
+    // Said on every outcome that renders; kept as it was on those that do not.
+    fresh.retain(|f| f.type_ != STORAGE_CHANGE_PENDING);
+    match (i.desired, i.pending_storage) {
+        (Some(_), Some(pending)) => fresh.push(condition(
+            STORAGE_CHANGE_PENDING,
+            ConditionStatus::True,
+            "ClaimTemplateKept",
+            pending.to_string(),
+            i,
+        )),
+        (Some(_), None) => {}
+        (None, _) => {
+            fresh.extend(conditions::find(&prev.conditions, STORAGE_CHANGE_PENDING).cloned())
+        }
     }
     s.conditions = conditions::merge(&prev.conditions, fresh, &now);
     s

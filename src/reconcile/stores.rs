@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::storage::LiveClaim;
 use crate::api::{KuraGateway, KuraInstance};
 use crate::keys::LABEL_INSTANCE;
 use crate::kind::ChildKind;
@@ -150,6 +151,30 @@ impl Stores {
             &mut out,
         );
         out
+    }
+
+    /// The `data` claim template of the instance's live StatefulSet.
+    pub fn live_claim(&self, namespace: &str, name: &str) -> Option<LiveClaim> {
+        let id = ObjectId {
+            kind: ChildKind::StatefulSet,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        };
+        let sts = self.stateful_set(&id)?;
+        let template = sts
+            .spec
+            .as_ref()?
+            .volume_claim_templates
+            .as_ref()?
+            .iter()
+            .find(|t| t.metadata.name.as_deref() == Some("data"))?;
+        let spec = template.spec.as_ref();
+        Some(LiveClaim {
+            class: spec.and_then(|s| s.storage_class_name.clone()),
+            size: spec
+                .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
+                .map(|q| q.0.clone()),
+        })
     }
 
     pub fn stateful_set(&self, id: &ObjectId) -> Option<std::sync::Arc<StatefulSet>> {

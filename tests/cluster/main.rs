@@ -34,4 +34,5 @@ mod restart;
 mod stale_address;
 mod stall;
 mod status_memory;
+mod storage;
 mod throttling;

@@ -50,6 +50,7 @@ fn after(
         gateway: None,
         outcome,
         activation,
+        pending_storage: None,
         policy: &RetryPolicy::default(),
         now: now(),
     });
@@ -190,6 +191,7 @@ fn a_rejected_apply_counts_against_the_budget_of_its_inputs_and_stalls_at_the_en
             gateway: None,
             outcome: &outcome,
             activation: None,
+            pending_storage: None,
             policy: &RetryPolicy::default(),
             now: now(),
         });
@@ -222,6 +224,7 @@ fn a_failure_of_new_inputs_starts_its_own_count() {
         gateway: None,
         outcome: &outcome,
         activation: None,
+        pending_storage: None,
         policy: &RetryPolicy::default(),
         now: now(),
     });
@@ -339,6 +342,7 @@ fn take_backs_of_contested_values_are_counted_and_reported_from_the_second() {
         gateway: None,
         outcome: &contested,
         activation: None,
+        pending_storage: None,
         policy: &RetryPolicy::default(),
         now: now(),
     });
@@ -362,6 +366,7 @@ fn the_same_state_later_is_the_same_status_and_is_not_written() {
             gateway: None,
             outcome: &Outcome::Converged,
             activation: Some(&active),
+            pending_storage: None,
             policy: &RetryPolicy::default(),
             now: t.parse().unwrap(),
         })
