@@ -15,7 +15,9 @@ pub const LABEL_GATEWAY: &str = "kura.dev/gateway";
 pub const LABEL_ACCOUNT: &str = "kura.dev/account";
 pub const LABEL_REGION: &str = "kura.dev/region";
 
-/// Stamped on every child after hashing: the revision that produced it.
+/// Stamped on every child after hashing: the child's own content hash (its
+/// entry's `hash` in `status.inventory`). A change elsewhere in the set leaves
+/// it alone, so a new instance revision sends only the objects that changed.
 pub const ANNOTATION_REVISION: &str = "kura.dev/revision";
 /// On the pod template only: a hash of the pod-relevant inputs, so that a change
 /// that does not concern the pods (an ingress class, a PDB) does not roll them.

@@ -92,12 +92,12 @@ pub fn activation(
     let name = sts.metadata.name.clone().unwrap_or_default();
     // Right after an apply the cache may still hold the previous StatefulSet,
     // whose fully available old pods say nothing about this revision.
-    let revision = sts
+    let stamp = sts
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_REVISION));
-    if revision != Some(&desired.revision) {
+    if stamp.map(String::as_str) != desired.stamp_of(ChildKind::StatefulSet) {
         return waiting(
             PROGRESSING,
             format!(
@@ -168,10 +168,16 @@ mod tests {
     use super::{Activation, activation};
     use crate::render::{Desired, Manifest};
 
-    fn desired(revision: &str) -> Desired {
+    /// A desired StatefulSet stamped `stamp` (its content hash, as rendered).
+    fn desired(stamp: &str) -> Desired {
         let sts = Manifest::bare(crate::kind::ChildKind::StatefulSet, "ns", "a");
         let mut d = Desired::from_objects(vec![sts], "pod".into(), "k:2".into());
-        d.revision = revision.into();
+        d.objects[0]
+            .manifest
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::keys::ANNOTATION_REVISION, stamp.into());
         d
     }
 

@@ -107,7 +107,8 @@ pub struct Desired {
 }
 
 impl Desired {
-    /// Hash every object, derive the revision from the ordered hashes, then stamp it.
+    /// Hash every object, derive the revision from the ordered hashes, then
+    /// stamp each object with its own hash.
     pub(crate) fn from_objects(
         manifests: Vec<Manifest>,
         pod_template_hash: String,
@@ -124,13 +125,13 @@ impl Desired {
         objects.sort_by(|a, b| a.id.cmp(&b.id));
         let revision = hash::revision(objects.iter().map(|o| (&o.id, o.hash.as_str())));
         for object in &mut objects {
-            let stamp = expected_stamp(&object.id, &object.hash, &revision);
+            let stamp = object.hash.clone();
             object
                 .manifest
                 .metadata
                 .annotations
                 .get_or_insert_default()
-                .insert(ANNOTATION_REVISION, stamp.to_string());
+                .insert(ANNOTATION_REVISION, stamp);
         }
         Desired {
             objects,
@@ -140,21 +141,15 @@ impl Desired {
         }
     }
 
+    /// The stamp of the first object of `kind` (the StatefulSet's, say).
+    pub fn stamp_of(&self, kind: ChildKind) -> Option<&str> {
+        self.objects.iter().find(|o| o.id.kind == kind)?.stamp()
+    }
+
     pub fn inventory(&self) -> Vec<InventoryEntry> {
         self.objects
             .iter()
             .map(|o| o.id.inventory_entry(o.hash.clone(), None))
             .collect()
-    }
-}
-
-/// The `kura.dev/revision` an object carries: the instance revision, except on a
-/// shared KuraGateway, which carries its own content hash so that the instances
-/// sharing it never fight over the annotation.
-pub fn expected_stamp<'a>(id: &ObjectId, object_hash: &'a str, revision: &'a str) -> &'a str {
-    if id.kind == ChildKind::KuraGateway {
-        object_hash
-    } else {
-        revision
     }
 }

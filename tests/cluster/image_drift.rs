@@ -28,6 +28,17 @@ async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() 
     let classes = shared_class(&ns).await;
     let digest = "b".repeat(64);
     let _pin = admission_fakes::pin_images(&ns.name, &digest);
+    // A new policy takes a moment to be enforced: wait until a dry-run shows it.
+    let sts: Api<StatefulSet> = ns.api();
+    wait_for("the policy to be enforced", T, || async {
+        let dry = PatchParams::apply("probe").dry_run();
+        let probe = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "probe"},
+            "spec": {"serviceName": "x", "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}});
+        let out = sts.patch("probe", &dry, &Patch::Apply(&probe)).await.ok()?;
+        running_image(&out)?.contains("@sha256:").then_some(())
+    })
+    .await;
     let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
     let instances: Api<KuraInstance> = ns.api();
     apply_json(
@@ -38,7 +49,6 @@ async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() 
     .await
     .unwrap();
     wait_ready(&instances, "acme").await;
-    let sts: Api<StatefulSet> = ns.api();
     let pinned = running_image(&sts.get("acme").await.unwrap()).unwrap();
     assert_eq!(
         pinned,

@@ -10,22 +10,23 @@ use jiff::Timestamp;
 use super::*;
 use crate::api::{ConflictStatus, InventoryEntry, Phase, RetryStatus};
 use crate::keys::ANNOTATION_REVISION;
-use crate::render::object::expected_stamp;
 use crate::render::{Desired, Manifest, RenderedObject};
 use crate::validate::{FieldError, ValidationErrors};
 
+/// An object of `revision`: its content hash (and so its stamp) is
+/// `<revision>-<name>`, so every object differs between two revisions.
 fn object(kind: ChildKind, name: &str, revision: &str) -> RenderedObject {
+    let hash = format!("{revision}-{name}");
     let mut manifest = Manifest::bare(kind, "ns", name);
-    manifest.metadata.annotations = Some([(ANNOTATION_REVISION, revision.to_string())].into());
+    manifest.metadata.annotations = Some([(ANNOTATION_REVISION, hash.clone())].into());
     RenderedObject {
         id: ObjectId::of(&manifest),
         manifest,
-        hash: format!("h-{name}"),
+        hash,
     }
 }
 
-/// A workload and a config map on `revision` (plain, so that the stamps are
-/// the revision).
+/// A workload and a config map on `revision`.
 pub(crate) fn desired(revision: &str, image: &str) -> Desired {
     let mut objects = vec![
         object(ChildKind::StatefulSet, "a", revision),
@@ -54,10 +55,7 @@ pub(crate) fn converged(d: &Desired, phase: Phase) -> Observed {
     let children: BTreeMap<_, _> = d
         .objects
         .iter()
-        .map(|o| {
-            let stamp = expected_stamp(&o.id, &o.hash, &d.revision);
-            (o.id.clone(), LiveChild::ours(stamp, "f1"))
-        })
+        .map(|o| (o.id.clone(), LiveChild::ours(&o.hash, "f1")))
         .collect();
     Observed {
         generation: Some(1),
@@ -165,7 +163,7 @@ fn a_retry_after_a_half_applied_revision_sends_only_what_still_differs() {
         .find(|x| x.id.kind == ChildKind::ConfigMap)
         .unwrap();
     o.children
-        .insert(cm.id.clone(), LiveChild::ours("r2", "f1"));
+        .insert(cm.id.clone(), LiveChild::ours(&cm.hash, "f1"));
     assert_eq!(sent(&run(&o, &d)), ["a"]);
 }
 
@@ -268,7 +266,7 @@ fn missing_child_is_created_alone() {
 fn child_with_another_revision_is_sent_alone() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);
-    o.children.get_mut(&sts(&d)).unwrap().revision = Some("r0".into());
+    o.children.get_mut(&sts(&d)).unwrap().revision = Some("r0-a".into());
     let p = run(&o, &d);
     assert_eq!(sent(&p), ["a"]);
     assert!(matches!(reasons(p)[..], [ApplyReason::ChildRevision(_)]));
@@ -508,15 +506,15 @@ fn an_ingress_moving_to_another_class_has_its_old_address_cleared() {
             rules: vec![],
         },
     ));
-    manifest.metadata.annotations = Some([(ANNOTATION_REVISION, "r2".to_string())].into());
+    manifest.metadata.annotations = Some([(ANNOTATION_REVISION, "r2-a".to_string())].into());
     let ingress = RenderedObject {
         id: ObjectId::of(&manifest),
         manifest,
-        hash: "h".into(),
+        hash: "r2-a".into(),
     };
     d.objects.push(ingress.clone());
     let mut o = converged(&d, Phase::Ready);
-    let mut live = LiveChild::ours("r1", "f1");
+    let mut live = LiveChild::ours("r1-a", "f1");
     live.ingress_class = Some("old".into());
     o.children.insert(ingress.id.clone(), live);
     let Plan::Apply { apply, .. } = run(&o, &d) else {
