@@ -69,6 +69,24 @@ fn delete(kind: &str, name: &str, wait: bool) {
         .status();
 }
 
+/// Whether a server-side dry-run of a StatefulSet named "probe" with
+/// `replicas` and `image` is refused in `namespace`: how a test waits until a
+/// new policy or webhook is enforced (they take effect asynchronously).
+pub async fn statefulset_refused(
+    sts: &kube::Api<k8s_openapi::api::apps::v1::StatefulSet>,
+    replicas: i32,
+    image: &str,
+) -> bool {
+    let dry = kube::api::PatchParams::apply("probe").dry_run().force();
+    let probe = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "probe"},
+        "spec": {"replicas": replicas, "serviceName": "x", "selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"containers": [{"name": "kura", "image": image}]}}}});
+    sts.patch("probe", &dry, &kube::api::Patch::Apply(&probe))
+        .await
+        .is_err()
+}
+
 fn in_namespace(namespace: &str) -> Value {
     json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}})
 }

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{instance, ready_instance, ready_instance_with, scenario, wait_ready};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, KuraInstanceStatus};
 
@@ -52,33 +52,20 @@ fn writes_to(ns: &str, since: &str, resource: &str) -> usize {
 
 #[tokio::test]
 async fn a_webhook_that_is_down_is_reported_and_each_retry_sends_only_what_failed() {
-    let ns = TestNamespace::new("webhook-down").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start_full(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
-        &[REPORT_AFTER],
-        &[],
-    );
-    let instances: Api<KuraInstance> = ns.api();
-    bump_image_of(&instances, "acme", "registry.example/kura:1.0.0").await;
-    let before = wait_ready(&instances, "acme").await;
+    let scenario = ready_instance_with("webhook-down", &[REPORT_AFTER]).await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
+    let before = wait_ready(instances, "acme").await;
 
     let down = admission_fakes::webhook_down(&ns.name);
-    // The webhook is in force once a dry-run write of the StatefulSet fails.
     let sts: Api<StatefulSet> = ns.api();
     wait_for("the webhook to be enforced", T, || async {
-        let dry = PatchParams::apply("probe").dry_run();
-        let patch = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
-                           "metadata": {"name": "acme", "labels": {"probe": "x"}}});
-        sts.patch("acme", &dry, &Patch::Apply(&patch))
+        admission_fakes::statefulset_refused(&sts, 1, "x:1")
             .await
-            .is_err()
             .then_some(())
     })
     .await;
     let since = jiff::Timestamp::now().to_string();
-    bump_image_of(&instances, "acme", "registry.example/kura:2.0.0").await;
+    bump_image_of(instances, "acme", "registry.example/kura:2.0.0").await;
 
     // Reported, after the quiet window, naming the object, the verb and the
     // server's message; the old revision is no longer claimed Ready.
@@ -96,7 +83,7 @@ async fn a_webhook_that_is_down_is_reported_and_each_retry_sends_only_what_faile
     assert_ne!(status.applied_revision, status.desired_revision);
     assert_eq!(status.applied_revision, before.applied_revision);
     wait_for("an ApplyFailed Event", T, || async {
-        let notes = event_notes(&ns, "ApplyFailed").await;
+        let notes = event_notes(ns, "ApplyFailed").await;
         notes.iter().any(|n| n.contains("webhook")).then_some(())
     })
     .await;
@@ -120,24 +107,19 @@ async fn a_webhook_that_is_down_is_reported_and_each_retry_sends_only_what_faile
 
     // The webhook comes back: the instance converges with no other step.
     down.lift();
-    let after = wait_ready(&instances, "acme").await;
+    let after = wait_ready(instances, "acme").await;
     assert_ne!(after.applied_revision, before.applied_revision);
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }
 
 #[tokio::test]
 async fn a_policy_that_refuses_a_deletion_is_reported_and_the_object_stays_in_the_inventory() {
-    let ns = TestNamespace::new("prune-denied").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
+    let scenario = scenario("prune-denied", &[]).await;
+    let (instances, ns) = (&scenario.instances, &scenario.ns);
     let mut with_alias = instance("acme", "registry.example/kura:1.0.0");
     with_alias["spec"]["aliases"] = json!(["alias.example.com"]);
-    apply_json(&instances, "test", with_alias).await.unwrap();
-    let before = wait_ready(&instances, "acme").await;
+    apply_json(instances, "test", with_alias).await.unwrap();
+    let before = wait_ready(instances, "acme").await;
     let alias = before
         .inventory
         .iter()
@@ -166,7 +148,7 @@ async fn a_policy_that_refuses_a_deletion_is_reported_and_the_object_stays_in_th
 
     // Remove the alias: the new revision applies, its prune is refused.
     apply_json(
-        &instances,
+        instances,
         "test",
         instance("acme", "registry.example/kura:1.0.0"),
     )
@@ -194,7 +176,7 @@ async fn a_policy_that_refuses_a_deletion_is_reported_and_the_object_stays_in_th
     );
     assert!(ingresses.get_opt(&alias).await.unwrap().is_some());
     wait_for("a PruneFailed Event", T, || async {
-        (!event_notes(&ns, "PruneFailed").await.is_empty()).then_some(())
+        (!event_notes(ns, "PruneFailed").await.is_empty()).then_some(())
     })
     .await;
 
@@ -208,44 +190,27 @@ async fn a_policy_that_refuses_a_deletion_is_reported_and_the_object_stays_in_th
     .await;
     assert!(ingresses.get_opt(&alias).await.unwrap().is_none());
     assert_eq!(after.applied_revision, after.desired_revision);
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }
 
 #[tokio::test]
 async fn a_forced_reapply_that_is_rejected_stays_visible_until_one_succeeds() {
-    let ns = TestNamespace::new("force-fails").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
+    let scenario = ready_instance("force-fails").await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
 
-    // Every update of a StatefulSet here is refused (a change freeze).
+    // Every write of a StatefulSet here is refused (a change freeze).
     let freeze = admission_fakes::deny(
         &ns.name,
         "apps",
         "statefulsets",
-        &["UPDATE"],
+        &["CREATE", "UPDATE"],
         "true",
         "change freeze",
     );
     let sts: Api<StatefulSet> = ns.api();
     wait_for("the freeze to be enforced", T, || async {
-        let dry = PatchParams::apply("probe").dry_run();
-        let patch = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
-                           "metadata": {"name": "acme", "labels": {"probe": "x"}}});
-        sts.patch("acme", &dry, &Patch::Apply(&patch))
+        admission_fakes::statefulset_refused(&sts, 1, "x:1")
             .await
-            .is_err()
             .then_some(())
     })
     .await;
@@ -283,18 +248,13 @@ async fn a_forced_reapply_that_is_rejected_stays_visible_until_one_succeeds() {
             .then_some(())
     })
     .await;
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }
 
 #[tokio::test]
 async fn a_status_from_the_end_of_time_neither_crashes_nor_wedges_the_operator() {
-    let ns = TestNamespace::new("far-future").await;
-    let classes = shared_class(&ns).await;
-    let mut op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
+    let mut far = scenario("far-future", &[]).await;
+    let instances = far.instances.clone();
     for name in ["acme", "other"] {
         apply_json(
             &instances,
@@ -307,7 +267,7 @@ async fn a_status_from_the_end_of_time_neither_crashes_nor_wedges_the_operator()
     }
     // Someone with access writes times at the end of what RFC 3339 holds (and
     // of what the operator's time type holds, a day earlier).
-    let (far, farther) = ("9999-12-30T21:59:59Z", "9999-12-31T23:59:59Z");
+    let (near_end, beyond) = ("9999-12-30T21:59:59Z", "9999-12-31T23:59:59Z");
     let revision = instances
         .get("acme")
         .await
@@ -317,16 +277,16 @@ async fn a_status_from_the_end_of_time_neither_crashes_nor_wedges_the_operator()
         .desired_revision
         .unwrap();
     let status = json!({"status": {
-        "conflict": {"takeBacks": 9_000_000_000_i64, "windowStart": far, "managers": ["x"]},
+        "conflict": {"takeBacks": 9_000_000_000_i64, "windowStart": near_end, "managers": ["x"]},
         "retry": {"failures": 9_000_000_000_i64, "inputsKey": format!("{revision}/"),
-                  "lastError": "x", "lastFailureTime": farther},
+                  "lastError": "x", "lastFailureTime": beyond},
     }});
     instances
         .patch_status("acme", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .unwrap();
     // Read at start-up too: a restart must not turn it into a crash loop.
-    op.restart(&[]);
+    far.op.restart(&[]);
     // A change that must be reconciled, on both instances.
     for name in ["acme", "other"] {
         bump_image_of(&instances, name, "registry.example/kura:2.0.0").await;
@@ -339,12 +299,13 @@ async fn a_status_from_the_end_of_time_neither_crashes_nor_wedges_the_operator()
         .await;
         wait_ready(&instances, name).await;
     }
-    assert!(op.alive(), "the operator is still running:\n{}", op.log());
-    assert!(!op.log().contains("panicked"), "no reconcile panicked");
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    assert!(
+        far.op.alive(),
+        "the operator is still running:\n{}",
+        far.op.log()
+    );
+    assert!(!far.op.log().contains("panicked"), "no reconcile panicked");
+    far.finish().await;
 }
 
 async fn bump_image_of(instances: &Api<KuraInstance>, name: &str, image: &str) {

@@ -10,9 +10,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{Operator, config, instance, ready_instance, shared_class, wait_ready};
+use crate::operator::{instance, ready_instance, scenario, wait_ready};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -24,8 +23,8 @@ fn running_image(sts: &StatefulSet) -> Option<String> {
 
 #[tokio::test]
 async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() {
-    let ns = TestNamespace::new("pinned").await;
-    let classes = shared_class(&ns).await;
+    let scenario = scenario("pinned", &[]).await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
     let digest = "b".repeat(64);
     let _pin = admission_fakes::pin_images(&ns.name, &digest);
     // A new policy takes a moment to be enforced: wait until a dry-run shows it.
@@ -39,16 +38,14 @@ async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() 
         running_image(&out)?.contains("@sha256:").then_some(())
     })
     .await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
     apply_json(
-        &instances,
+        instances,
         "test",
         instance("acme", "registry.example/kura:1.0.0"),
     )
     .await
     .unwrap();
-    wait_ready(&instances, "acme").await;
+    wait_ready(instances, "acme").await;
     let pinned = running_image(&sts.get("acme").await.unwrap()).unwrap();
     assert_eq!(
         pinned,
@@ -70,10 +67,7 @@ async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() 
         "no apply for an image the policy pinned"
     );
     assert_eq!(sts_writes, 0, "the pinned StatefulSet is left alone");
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }
 
 #[tokio::test]

@@ -304,8 +304,8 @@ pub async fn wait_ready(instances: &Api<KuraInstance>, name: &str) -> KuraInstan
 }
 
 /// The common start of a scenario: a namespace of its own with the region's
-/// shared class, an operator on a host-network region, and instance `acme`
-/// Ready. Fields drop in order: the operator stops before the namespace goes.
+/// shared class, and an operator on a host-network region (with `args`).
+/// Fields drop in order: the operator stops before the namespace goes.
 pub struct ReadyInstance {
     pub op: Operator,
     pub instances: Api<KuraInstance>,
@@ -313,25 +313,42 @@ pub struct ReadyInstance {
     pub ns: TestNamespace,
 }
 
-pub async fn ready_instance(prefix: &str) -> ReadyInstance {
+/// A scenario with no instance yet.
+pub async fn scenario(prefix: &str, args: &[&str]) -> ReadyInstance {
     let ns = TestNamespace::new(prefix).await;
     let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let op = Operator::start_full(
+        &ns.name,
+        &config(&ns.name, "host", "example.com/none"),
+        args,
+        &[],
+    );
     let instances: Api<KuraInstance> = ns.api();
-    crate::support::apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
     ReadyInstance {
         op,
         instances,
         classes,
         ns,
     }
+}
+
+/// A scenario with instance `acme` Ready.
+pub async fn ready_instance(prefix: &str) -> ReadyInstance {
+    ready_instance_with(prefix, &[]).await
+}
+
+/// A scenario with instance `acme` Ready, the operator run with `args`.
+pub async fn ready_instance_with(prefix: &str, args: &[&str]) -> ReadyInstance {
+    let s = scenario(prefix, args).await;
+    crate::support::apply_json(
+        &s.instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    wait_ready(&s.instances, "acme").await;
+    s
 }
 
 impl ReadyInstance {

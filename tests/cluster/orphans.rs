@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{instance, scenario, wait_ready};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(90);
 
@@ -30,13 +29,11 @@ async fn ingress_names(ingresses: &Api<Ingress>) -> Vec<String> {
 
 #[tokio::test]
 async fn objects_created_by_an_apply_that_failed_half_way_are_pruned_after_a_revert() {
-    let ns = TestNamespace::new("orphans").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
+    let scenario = scenario("orphans", &[]).await;
+    let (instances, ns) = (&scenario.instances, &scenario.ns);
     let good = instance("acme", "registry.example/kura:1.0.0");
-    apply_json(&instances, "test", good.clone()).await.unwrap();
-    wait_ready(&instances, "acme").await;
+    apply_json(instances, "test", good.clone()).await.unwrap();
+    wait_ready(instances, "acme").await;
     let ingresses: Api<Ingress> = ns.api();
     assert_eq!(ingress_names(&ingresses).await, ["acme"]);
 
@@ -51,12 +48,8 @@ async fn objects_created_by_an_apply_that_failed_half_way_are_pruned_after_a_rev
     );
     let sts: Api<StatefulSet> = ns.api();
     wait_for("the policy to be enforced", T, || async {
-        let dry = PatchParams::apply("probe").dry_run().force();
-        let patch = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "acme"},
-            "spec": {"template": {"spec": {"containers": [{"name": "kura", "image": "x:bad"}]}}}});
-        sts.patch("acme", &dry, &Patch::Apply(&patch))
+        admission_fakes::statefulset_refused(&sts, 1, "x:bad")
             .await
-            .is_err()
             .then_some(())
     })
     .await;
@@ -65,7 +58,7 @@ async fn objects_created_by_an_apply_that_failed_half_way_are_pruned_after_a_rev
     // same wave as the StatefulSet, which is refused.
     let mut bad = instance("acme", "registry.example/kura:bad");
     bad["spec"]["aliases"] = json!(["nobody-configured.example.com"]);
-    apply_json(&instances, "test", bad).await.unwrap();
+    apply_json(instances, "test", bad).await.unwrap();
     let alias = wait_for("the alias Ingress of the failed apply", T, || async {
         ingress_names(&ingresses)
             .await
@@ -86,7 +79,7 @@ async fn objects_created_by_an_apply_that_failed_half_way_are_pruned_after_a_rev
     );
 
     // Revert the spec: the previous revision again, which has no alias.
-    apply_json(&instances, "test", good).await.unwrap();
+    apply_json(instances, "test", good).await.unwrap();
     wait_for("the orphaned alias Ingress to be pruned", T, || async {
         ingresses
             .get_opt(&alias)
@@ -96,12 +89,9 @@ async fn objects_created_by_an_apply_that_failed_half_way_are_pruned_after_a_rev
             .then_some(())
     })
     .await;
-    let status = wait_ready(&instances, "acme").await;
+    let status = wait_ready(instances, "acme").await;
     assert!(!status.inventory.iter().any(|e| e.name == alias));
     assert_eq!(ingress_names(&ingresses).await, ["acme"]);
     drop(policy);
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }

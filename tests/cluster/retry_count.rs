@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{instance, scenario};
 use crate::support::*;
 use kura_operator::api::{KuraInstance, RetryStatus};
 
@@ -21,8 +21,9 @@ async fn retry(instances: &Api<KuraInstance>) -> Option<RetryStatus> {
 
 #[tokio::test]
 async fn a_new_revision_is_retried_on_the_first_backoff_not_on_the_old_count() {
-    let ns = TestNamespace::new("retry-count").await;
-    let classes = shared_class(&ns).await;
+    // Backoff 5 s doubling (5, 10, 20, 40 s ...), a budget large enough not to stall.
+    let scenario = scenario("retry-count", &["--retry-budget", "20"]).await;
+    let (instances, ns) = (&scenario.instances, &scenario.ns);
     let _policy = admission_fakes::deny(
         &ns.name,
         "apps",
@@ -32,44 +33,35 @@ async fn a_new_revision_is_retried_on_the_first_backoff_not_on_the_old_count() {
         "at most 2 replicas here",
     );
     let sts: Api<StatefulSet> = ns.api();
-    wait_for("the policy to be enforced", Duration::from_secs(60), || async {
-        let dry = PatchParams::apply("probe").dry_run();
-        let patch = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "probe"},
-            "spec": {"replicas": 3, "serviceName": "x", "selector": {"matchLabels": {"a": "b"}},
-                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}});
-        sts.patch("probe", &dry, &Patch::Apply(&patch))
-            .await
-            .is_err()
-            .then_some(())
-    })
+    wait_for(
+        "the policy to be enforced",
+        Duration::from_secs(60),
+        || async {
+            admission_fakes::statefulset_refused(&sts, 3, "x:1")
+                .await
+                .then_some(())
+        },
+    )
     .await;
-    // Backoff 5 s doubling (5, 10, 20, 40 s ...), a budget large enough not to stall.
-    let op = Operator::start_full(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
-        &["--retry-budget", "20"],
-        &[],
-    );
-    let instances: Api<KuraInstance> = ns.api();
     let mut spec = instance("acme", "registry.example/kura:1.0.0");
     spec["spec"]["replicas"] = json!(3);
-    apply_json(&instances, "test", spec.clone()).await.unwrap();
+    apply_json(instances, "test", spec.clone()).await.unwrap();
     let old = wait_for(
         "four failures of the first revision",
         Duration::from_secs(90),
-        || async { retry(&instances).await.filter(|r| r.failures >= 4) },
+        || async { retry(instances).await.filter(|r| r.failures >= 4) },
     )
     .await;
 
     // A new revision, still refused: its own count starts at 1, and its second
     // attempt follows after the first backoff (5 s), not the old count's (80 s).
     spec["spec"]["replicas"] = json!(4);
-    apply_json(&instances, "test", spec).await.unwrap();
+    apply_json(instances, "test", spec).await.unwrap();
     let first = wait_for(
         "the new revision's first failure",
         Duration::from_secs(30),
         || async {
-            retry(&instances)
+            retry(instances)
                 .await
                 .filter(|r| r.inputs_key != old.inputs_key)
         },
@@ -80,7 +72,7 @@ async fn a_new_revision_is_retried_on_the_first_backoff_not_on_the_old_count() {
         "the new revision's second attempt",
         Duration::from_secs(20),
         || async {
-            retry(&instances)
+            retry(instances)
                 .await
                 .filter(|r| r.inputs_key == first.inputs_key && r.failures >= 2)
         },
@@ -93,8 +85,5 @@ async fn a_new_revision_is_retried_on_the_first_backoff_not_on_the_old_count() {
         .duration_since(first.last_failure_time.parse().unwrap());
     eprintln!("second attempt {gap:#} after the first");
     assert!(gap < jiff::SignedDuration::from_secs(15), "{gap:#}");
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }

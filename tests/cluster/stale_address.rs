@@ -9,9 +9,8 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{config, ready_instance};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -30,18 +29,8 @@ fn address(ingress: &Ingress) -> Option<String> {
 
 #[tokio::test]
 async fn moving_to_a_class_nobody_serves_is_not_ready_on_the_old_address() {
-    let ns = TestNamespace::new("stale-address").await;
-    let classes = shared_class(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
+    let scenario = ready_instance("stale-address").await;
+    let (op, instances, ns) = (&scenario.op, &scenario.instances, &scenario.ns);
     let ingresses: Api<Ingress> = ns.api();
     // kura-sim plays the shared class's ingress controller and gave an address.
     assert!(address(&ingresses.get("acme").await.unwrap()).is_some());
@@ -87,9 +76,6 @@ async fn moving_to_a_class_nobody_serves_is_not_ready_on_the_old_address() {
         None,
         "the old class's address is gone"
     );
-    drop(op);
     let _ = all_classes.delete(&dark, &Default::default()).await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }

@@ -10,23 +10,21 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{instance, scenario};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_operator::api::Phase;
 
 const T: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn an_administrator_clearing_retry_gets_an_immediate_retry() {
-    let ns = TestNamespace::new("cleared-retry").await;
-    let classes = shared_class(&ns).await;
     // One failed attempt stalls, and the stall window is long (10 minutes).
-    let op = Operator::start_full(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
+    let scenario = scenario(
+        "cleared-retry",
         &["--retry-budget", "1", "--stall-window", "10m"],
-        &[],
-    );
+    )
+    .await;
+    let (instances, ns) = (&scenario.instances, &scenario.ns);
     let _policy = admission_fakes::deny(
         &ns.name,
         "apps",
@@ -37,19 +35,13 @@ async fn an_administrator_clearing_retry_gets_an_immediate_retry() {
     );
     let sts: Api<StatefulSet> = ns.api();
     wait_for("the policy to be enforced", T, || async {
-        let dry = PatchParams::apply("probe").dry_run();
-        let patch = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "probe"},
-            "spec": {"serviceName": "x", "selector": {"matchLabels": {"a": "b"}},
-                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}});
-        sts.patch("probe", &dry, &Patch::Apply(&patch))
+        admission_fakes::statefulset_refused(&sts, 1, "x:1")
             .await
-            .is_err()
             .then_some(())
     })
     .await;
-    let instances: Api<KuraInstance> = ns.api();
     apply_json(
-        &instances,
+        instances,
         "test",
         instance("acme", "registry.example/kura:1.0.0"),
     )
@@ -82,8 +74,5 @@ async fn an_administrator_clearing_retry_gets_an_immediate_retry() {
         (retry.last_failure_time != first_failure).then_some(())
     })
     .await;
-    drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    scenario.finish().await;
 }

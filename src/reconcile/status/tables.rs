@@ -57,6 +57,20 @@ fn after(
     (prev, s)
 }
 
+/// The status after `outcome` at `now()`, without activation.
+fn compute_at(observed: &Observed, desired: &Desired, outcome: &Outcome) -> KuraInstanceStatus {
+    compute(&StatusInputs {
+        observed,
+        desired: Some(desired),
+        gateway: None,
+        outcome,
+        activation: None,
+        pending_storage: None,
+        policy: &RetryPolicy::default(),
+        now: now(),
+    })
+}
+
 fn ready(s: &KuraInstanceStatus) -> (ConditionStatus, String, String) {
     let c = find(&s.conditions, READY).expect("a Ready condition");
     (c.status, c.reason.clone(), c.message.clone())
@@ -185,16 +199,7 @@ fn a_rejected_apply_counts_against_the_budget_of_its_inputs_and_stalls_at_the_en
     observed.status = s.clone();
     observed.force_token = Some("t1".into());
     for _ in 0..4 {
-        let next = compute(&StatusInputs {
-            observed: &observed,
-            desired: Some(&desired("r2", "img:2")),
-            gateway: None,
-            outcome: &outcome,
-            activation: None,
-            pending_storage: None,
-            policy: &RetryPolicy::default(),
-            now: now(),
-        });
+        let next = compute_at(&observed, &desired("r2", "img:2"), &outcome);
         let events = reasons_of(&events_for(&observed.status, &next, &outcome));
         observed.status = next;
         assert!(!events.contains(&"ApplyFailed".to_string()), "{events:?}");
@@ -218,16 +223,7 @@ fn a_failure_of_new_inputs_starts_its_own_count() {
         last_error: "old".into(),
         last_failure_time: now().to_string(),
     });
-    let s = compute(&StatusInputs {
-        observed: &observed,
-        desired: Some(&d),
-        gateway: None,
-        outcome: &outcome,
-        activation: None,
-        pending_storage: None,
-        policy: &RetryPolicy::default(),
-        now: now(),
-    });
+    let s = compute_at(&observed, &d, &outcome);
     assert_eq!(s.retry.unwrap().failures, 1);
 }
 
@@ -336,16 +332,7 @@ fn take_backs_of_contested_values_are_counted_and_reported_from_the_second() {
     assert!(find(&first.conditions, FIELD_CONFLICT).is_none());
     let mut observed = converged(&desired("r2", "img:2"), Phase::Ready);
     observed.status = first;
-    let second = compute(&StatusInputs {
-        observed: &observed,
-        desired: Some(&desired("r2", "img:2")),
-        gateway: None,
-        outcome: &contested,
-        activation: None,
-        pending_storage: None,
-        policy: &RetryPolicy::default(),
-        now: now(),
-    });
+    let second = compute_at(&observed, &desired("r2", "img:2"), &contested);
     let c = find(&second.conditions, FIELD_CONFLICT).expect("reported at two");
     assert!(c.message.contains("kubectl-set"), "{}", c.message);
     let events = reasons_of(&events_for(&observed.status, &second, &contested));
