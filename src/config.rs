@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::ResourcesSpec;
 use crate::api::instance::{DNS_LABEL, IMAGE_REF};
 use crate::names::GATEWAY_CLASS_PREFIX;
+use crate::rollout::{MaxUnavailable, RolloutConfig};
 use crate::validate::{FieldError, ValidationErrors, matches, resources, rules};
 
 /// A domain leaves room in a host of 253 characters for an account and a region.
@@ -22,6 +23,10 @@ pub struct OperatorConfig {
     pub gateway: GatewayDefaults,
     /// Keyed by region name (a DNS label).
     pub regions: BTreeMap<String, RegionConfig>,
+    /// How changes the operator originates (this file, a new release) roll
+    /// through the fleet (`crate::rollout`).
+    #[serde(default)]
+    pub rollout: RolloutConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -154,7 +159,51 @@ impl OperatorConfig {
         for (name, region) in &self.regions {
             check_region(name, region, &mut errs);
         }
+        check_rollout(&self.rollout, &mut errs);
         ValidationErrors::from_vec(errs)
+    }
+
+    /// Identifies what the operator would originate with this configuration
+    /// and this release: the instances of one operator-originated rollout share
+    /// it (`crate::rollout`). The `rollout` section itself renders nothing, so
+    /// it is left out: tuning the budget is not a new rollout.
+    pub fn fleet_revision(&self) -> String {
+        let mut value = serde_json::to_value(self).expect("the configuration serialises");
+        if let Some(map) = value.as_object_mut() {
+            map.remove("rollout");
+        }
+        let mut bytes = crate::render::canonical_json(&value);
+        bytes.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
+        crate::render::hash::hex_sha256(&bytes)[..16].to_string()
+    }
+}
+
+fn check_rollout(rollout: &RolloutConfig, errs: &mut Vec<FieldError>) {
+    match &rollout.max_unavailable {
+        MaxUnavailable::Count(0) => errs.push(FieldError::new(
+            "rollout.maxUnavailable",
+            "must be at least 1 (0 would hold every change the operator originates for good)",
+        )),
+        MaxUnavailable::Percent(p) if rollout.max_unavailable.percent().is_none_or(|n| n == 0) => {
+            errs.push(FieldError::new(
+                "rollout.maxUnavailable",
+                format!("{p:?} is not a count or a percentage from 1% to 100%"),
+            ))
+        }
+        _ => {}
+    }
+    match crate::run::parse_duration(&rollout.progress_deadline) {
+        Ok(d) if d >= std::time::Duration::from_secs(10) => {}
+        Ok(_) => errs.push(FieldError::new(
+            "rollout.progressDeadline",
+            "must be at least 10s (pods need time to become Ready)",
+        )),
+        Err(why) => errs.push(FieldError::new("rollout.progressDeadline", why)),
+    }
+    if let Some(label) = &rollout.canary_label
+        && let Err(why) = rules::qualified_name(label)
+    {
+        errs.push(FieldError::new("rollout.canaryLabel", why));
     }
 }
 

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod names;
 pub mod reconcile;
 pub mod render;
+pub mod rollout;
 pub mod run;
 pub mod server;
 pub mod validate;

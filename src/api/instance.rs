@@ -246,6 +246,41 @@ pub struct KuraInstanceStatus {
     pub conflict: Option<ConflictStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// `metadata.generation` at the last successful apply: a later generation
+    /// makes the next revision the user's, an unchanged one the operator's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_generation: Option<i64>,
+    /// Who originated the applied revision: `User` (spec or force token) or
+    /// `Operator` (configuration or release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_origin: Option<crate::rollout::Origin>,
+    /// This instance's place in a rollout the operator originated (see the
+    /// operator configuration's `rollout` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// An operator-originated change that restarts pods, waiting for or admitted
+/// to the fleet's rollout budget.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    pub state: RolloutState,
+    /// Identifies the operator configuration and release that originated it.
+    pub fleet_revision: String,
+    /// The instance revision it is for.
+    pub revision: String,
+    /// RFC 3339: waiting since, or admitted at.
+    pub since: String,
+    /// Ready when admitted: its rollout counts against the budget until it is
+    /// Ready again.
+    pub was_ready: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RolloutState {
+    Waiting,
+    Admitted,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -5,7 +5,11 @@
 //     pods/status subresource, so the real StatefulSet/Deployment controllers in
 //     kube-controller-manager compute availability exactly as they would in a
 //     cluster. Namespaces labelled sim.kura.dev/kubelet=off are left alone, so a
-//     test can keep a workload unavailable.
+//     test can keep a workload unavailable. A namespace can also ask for a slow
+//     start (annotation sim.kura.dev/ready-delay, a Go duration such as "2s",
+//     counted from the pod's creation) and for a broken release (annotation
+//     sim.kura.dev/never-ready-image: pods with a container image containing it
+//     never become Ready), so rollouts take time and fail on purpose.
 //   - a simulated ingress controller: it serves every IngressClass whose
 //     spec.controller equals --ingress-controller, and gives each Ingress of such a
 //     class a loopback address in status.loadBalancer. Ingresses of any other class
@@ -33,8 +37,10 @@ import (
 )
 
 const (
-	kubeletOffLabel = "sim.kura.dev/kubelet"
-	loopbackAddress = "127.0.0.1"
+	kubeletOffLabel      = "sim.kura.dev/kubelet"
+	readyDelayAnnotation = "sim.kura.dev/ready-delay"
+	neverReadyAnnotation = "sim.kura.dev/never-ready-image"
+	loopbackAddress      = "127.0.0.1"
 )
 
 func main() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,13 +63,40 @@ func (s *simulator) kubeletOff(namespace string) bool {
 	return err != nil || ns.Labels[kubeletOffLabel] == "off"
 }
 
+// readiness is what a namespace's annotations ask of the simulated kubelet:
+// a delay before a pod becomes Ready (a slow start), and an image substring
+// whose pods never become Ready (a broken release).
+func (s *simulator) readiness(namespace string) (delay time.Duration, neverReady string) {
+	ns, err := s.namespaces.Get(namespace)
+	if err != nil {
+		return 0, ""
+	}
+	if d, err := time.ParseDuration(ns.Annotations[readyDelayAnnotation]); err == nil {
+		delay = d
+	}
+	return delay, ns.Annotations[neverReadyAnnotation]
+}
+
 // syncPod plays the kubelet: a pod that is not being deleted is reported Running
-// and Ready, once.
+// and Ready, once (after the namespace's ready delay; never for an image the
+// namespace marks as never ready).
 func (s *simulator) syncPod(ctx context.Context, key string) error {
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := s.pods.Pods(namespace).Get(name)
 	if err != nil || pod.DeletionTimestamp != nil || s.kubeletOff(namespace) || podReady(pod) {
 		return err
+	}
+	delay, neverReady := s.readiness(namespace)
+	if neverReady != "" {
+		for _, c := range pod.Spec.Containers {
+			if strings.Contains(c.Image, neverReady) {
+				return nil
+			}
+		}
+	}
+	if wait := time.Until(pod.CreationTimestamp.Add(delay)); wait > 0 {
+		s.podQueue.AddAfter(key, wait)
+		return nil
 	}
 	pod = pod.DeepCopy()
 	now := metav1.NewTime(time.Now())

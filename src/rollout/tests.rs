@@ -1,0 +1,210 @@
+//! The budget as a table: fleets in, admissions out.
+
+use super::*;
+
+const FLEET: &str = "f2";
+const DEADLINE: Duration = Duration::from_secs(600);
+
+fn now() -> Timestamp {
+    "2026-01-01T01:00:00Z".parse().unwrap()
+}
+
+fn ago(secs: i64) -> String {
+    (now() - jiff::SignedDuration::from_secs(secs)).to_string()
+}
+
+fn key(name: &str) -> OrderKey {
+    OrderKey {
+        not_canary: true,
+        namespace: "ns".into(),
+        name: name.into(),
+    }
+}
+
+fn member(name: &str, ready: bool, rollout: Option<RolloutStatus>) -> Member {
+    Member {
+        key: key(name),
+        ready,
+        rollout,
+    }
+}
+
+fn waiting(fleet: &str) -> Option<RolloutStatus> {
+    Some(RolloutStatus {
+        state: RolloutState::Waiting,
+        fleet_revision: fleet.into(),
+        revision: "r".into(),
+        since: ago(5),
+        was_ready: true,
+    })
+}
+
+fn admitted(fleet: &str, was_ready: bool, secs_ago: i64) -> Option<RolloutStatus> {
+    Some(RolloutStatus {
+        state: RolloutState::Admitted,
+        fleet_revision: fleet.into(),
+        revision: "r".into(),
+        since: ago(secs_ago),
+        was_ready,
+    })
+}
+
+fn count(n: u32) -> MaxUnavailable {
+    MaxUnavailable::Count(n)
+}
+
+#[test]
+fn percentages_round_down_and_never_below_one() {
+    let p = |s: &str| MaxUnavailable::Percent(s.into());
+    assert_eq!(p("25%").resolve(30), 7);
+    assert_eq!(p("10%").resolve(1000), 100);
+    assert_eq!(p("10%").resolve(5), 1);
+    assert_eq!(p("100%").resolve(30), 30);
+    assert_eq!(count(3).resolve(30), 3);
+    assert_eq!(count(0).resolve(30), 1);
+    assert_eq!(p("abc").percent(), None);
+    assert_eq!(p("101%").percent(), None);
+}
+
+#[test]
+fn the_budget_counts_instances_admitted_while_ready_and_not_ready_again() {
+    let f = fleet(
+        [
+            member("a", false, admitted(FLEET, true, 30)), // counts
+            member("b", true, admitted(FLEET, true, 30)),  // Ready again: done
+            member("c", false, admitted(FLEET, false, 30)), // was not Ready: never counts
+            member("d", false, admitted("f1", true, 30)),  // an older rollout still counts
+            member("e", true, None),
+        ],
+        FLEET,
+        DEADLINE,
+        now(),
+    );
+    assert_eq!(f.total, 5);
+    assert_eq!(f.in_flight, [key("a"), key("d")]);
+    assert!(f.failed.is_empty());
+}
+
+#[test]
+fn waiting_instances_are_admitted_in_order_within_the_budget() {
+    let members: Vec<Member> = (0..6)
+        .map(|i| member(&format!("i{i}"), true, waiting(FLEET)))
+        .chain([member("x", false, admitted(FLEET, true, 10))])
+        .collect();
+    let f = fleet(members.clone(), FLEET, DEADLINE, now());
+    // Budget 3, one in flight: the first two waiting go, the rest wait.
+    let decisions: Vec<Admission> = members[..6]
+        .iter()
+        .map(|m| admit(m, &f, &count(3)))
+        .collect();
+    assert_eq!(decisions[0], Admission::Admit { counted: true });
+    assert_eq!(decisions[1], Admission::Admit { counted: true });
+    assert!(matches!(decisions[2], Admission::Wait { ahead: 2, .. }));
+    assert!(matches!(decisions[5], Admission::Wait { ahead: 5, .. }));
+    assert_eq!(next_in_line(&f, &count(3)), [key("i0"), key("i1")]);
+}
+
+#[test]
+fn an_instance_not_yet_in_the_queue_waits_behind_those_before_it_in_order() {
+    // The cache has not shown "a0"'s own Waiting record yet; it is still
+    // ordered among the others, so two instances never take one slot.
+    let f = fleet(
+        [
+            member("a1", true, waiting(FLEET)),
+            member("a2", true, waiting(FLEET)),
+        ],
+        FLEET,
+        DEADLINE,
+        now(),
+    );
+    assert_eq!(
+        admit(&member("a0", true, None), &f, &count(1)),
+        Admission::Admit { counted: true }
+    );
+    assert!(matches!(
+        admit(&member("a3", true, None), &f, &count(1)),
+        Admission::Wait { ahead: 2, .. }
+    ));
+}
+
+#[test]
+fn canaries_go_first() {
+    let mut canary = member("zz", true, waiting(FLEET));
+    canary.key.not_canary = false;
+    let f = fleet(
+        [member("aa", true, waiting(FLEET)), canary.clone()],
+        FLEET,
+        DEADLINE,
+        now(),
+    );
+    assert_eq!(
+        admit(&canary, &f, &count(1)),
+        Admission::Admit { counted: true }
+    );
+    assert!(matches!(
+        admit(&member("aa", true, waiting(FLEET)), &f, &count(1)),
+        Admission::Wait { .. }
+    ));
+}
+
+#[test]
+fn an_instance_that_is_not_ready_goes_at_once_and_does_not_count() {
+    let f = fleet(
+        [
+            member("a", false, admitted(FLEET, true, 10)),
+            member("b", false, admitted(FLEET, true, 10)),
+            member("c", false, admitted(FLEET, true, 700)),
+        ],
+        FLEET,
+        DEADLINE,
+        now(),
+    );
+    // Budget spent and halted: still, a not-Ready instance takes the change.
+    assert_eq!(
+        admit(&member("d", false, None), &f, &count(1)),
+        Admission::Admit { counted: false }
+    );
+}
+
+#[test]
+fn a_failed_admission_halts_this_revision_and_a_newer_one_ends_the_halt() {
+    let members = [
+        member("a", false, admitted("f1", true, 700)), // past the deadline
+        member("b", true, waiting("f1")),
+    ];
+    let f1 = fleet(members.clone(), "f1", DEADLINE, now());
+    assert_eq!(f1.failed, [key("a")]);
+    assert_eq!(
+        admit(&members[1], &f1, &count(3)),
+        Admission::Halted {
+            failed: vec![key("a")]
+        }
+    );
+    assert!(next_in_line(&f1, &count(3)).is_empty());
+    // A corrected configuration: operator revision f2. The failed one is not
+    // Ready, so it goes at once (uncounted); the others follow in the budget,
+    // where the failed one of f1 still counts until it is Ready.
+    let f2 = fleet(members.clone(), "f2", DEADLINE, now());
+    assert!(f2.failed.is_empty());
+    assert_eq!(f2.in_flight, [key("a")]);
+    assert_eq!(
+        admit(&members[0], &f2, &count(3)),
+        Admission::Admit { counted: false }
+    );
+    assert_eq!(
+        admit(&member("b", true, waiting("f2")), &f2, &count(3)),
+        Admission::Admit { counted: true }
+    );
+}
+
+#[test]
+fn deadlines_read_from_status_are_never_trusted_into_the_future() {
+    let mut r = admitted(FLEET, true, 0).unwrap();
+    r.since = "9999-12-30T00:00:00Z".into();
+    // A time in the future counts as now: not past the deadline yet.
+    assert!(!past_deadline(&r, DEADLINE, now()));
+    r.since = "garbage".into();
+    assert!(!past_deadline(&r, DEADLINE, now()));
+    r.since = ago(601);
+    assert!(past_deadline(&r, DEADLINE, now()));
+}
