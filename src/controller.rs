@@ -189,10 +189,22 @@ fn compact_stateful_set(sts: &mut StatefulSet) {
                 })
                 .collect()
         });
+        // The pod-template hash alone of the template's metadata: the rollout
+        // budget compares it with the desired one.
+        let template_meta = spec.template.metadata.take().map(|m| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                annotations: m.annotations.map(|a| {
+                    a.into_iter()
+                        .filter(|(k, _)| k == crate::keys::ANNOTATION_POD_TEMPLATE_HASH)
+                        .collect()
+                }),
+                ..Default::default()
+            }
+        });
         *spec = k8s_openapi::api::apps::v1::StatefulSetSpec {
             replicas: spec.replicas,
             template: k8s_openapi::api::core::v1::PodTemplateSpec {
-                metadata: None,
+                metadata: template_meta,
                 spec: Some(k8s_openapi::api::core::v1::PodSpec {
                     containers,
                     ..Default::default()

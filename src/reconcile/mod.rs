@@ -7,6 +7,7 @@
 //! validate, render, plan, probe and status::compute are pure.
 
 pub mod apply;
+pub mod budget;
 pub mod events;
 pub mod observe;
 pub mod plan;

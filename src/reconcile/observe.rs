@@ -8,7 +8,7 @@ use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::keys::{
-    ANNOTATION_ADOPT, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER, LABEL_MANAGED_BY,
+    ANNOTATION_ADOPT, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER, LABEL_MANAGED_BY,
     MANAGED_BY_VALUE,
 };
 use crate::kind::ChildKind;
@@ -49,18 +49,30 @@ pub fn observe(
             Some((id, live))
         })
         .collect();
-    let running_image = desired.and_then(|d| {
+    let workload = desired.and_then(|d| {
         let sts_id = &d
             .objects
             .iter()
             .find(|o| o.id.kind == ChildKind::StatefulSet)?
             .id;
-        let sts = stores.stateful_set(sts_id)?;
-        let pod = sts.spec.as_ref()?.template.spec.as_ref()?;
-        pod.containers
+        stores.stateful_set(sts_id)
+    });
+    let template = workload.as_ref().and_then(|sts| Some(&sts.spec.as_ref()?.template));
+    let running_image = template.and_then(|t| {
+        t.spec
+            .as_ref()?
+            .containers
             .iter()
             .find(|c| c.name == "kura")
             .and_then(|c| c.image.clone())
+    });
+    let running_pod_template_hash = template.and_then(|t| {
+        t.metadata
+            .as_ref()?
+            .annotations
+            .as_ref()?
+            .get(ANNOTATION_POD_TEMPLATE_HASH)
+            .cloned()
     });
     Observed {
         generation: instance.metadata.generation,
@@ -74,6 +86,7 @@ pub fn observe(
         status,
         children,
         running_image,
+        running_pod_template_hash,
         // Not a cache's to say: the reconcile knows its own recent applies.
         just_applied: false,
     }

@@ -77,6 +77,8 @@ pub struct Observed {
     pub children: BTreeMap<ObjectId, LiveChild>,
     /// The image the workload runs (its pod template's), if the workload exists.
     pub running_image: Option<String>,
+    /// The workload's pod-template hash (`kura.dev/pod-template-hash`), if it exists.
+    pub running_pod_template_hash: Option<String>,
     /// This process applied these very inputs within the last [`SETTLE`]: the
     /// caches may not show that write yet.
     pub just_applied: bool,

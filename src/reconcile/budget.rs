@@ -1,0 +1,91 @@
+//! The fleet budget as a reconcile sees it: who originated the desired
+//! revision, whether it restarts pods, and the fleet's records from the
+//! instance cache (`crate::rollout` has the rules and the decisions).
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::plan::Observed;
+use crate::api::KuraInstance;
+use crate::api::conditions::{READY, is_true};
+use crate::config::OperatorConfig;
+use crate::render::Desired;
+use crate::rollout::{self, Admission, Fleet, Member, OrderKey, Origin};
+
+/// Who originated the desired revision: the user when the spec's generation
+/// moved since the last apply (or, for an instance applied before that was
+/// recorded, since the last status write), or a force token is new; the
+/// operator otherwise.
+pub fn origin(observed: &Observed) -> Origin {
+    let status = &observed.status;
+    let since = status.applied_generation.or(status.observed_generation);
+    let forced =
+        observed.force_token.is_some() && observed.force_token != status.last_handled_reapply_at;
+    if forced || since.is_none() || since != observed.generation {
+        Origin::User
+    } else {
+        Origin::Operator
+    }
+}
+
+/// Whether the budget applies: an operator-originated revision that changes
+/// the pod template of a running StatefulSet. Anything else restarts no pod
+/// the budget could spare, or is the user's and never waits.
+pub fn budgeted(observed: &Observed, desired: &Desired) -> bool {
+    origin(observed) == Origin::Operator
+        && observed
+            .running_pod_template_hash
+            .as_deref()
+            .is_some_and(|running| running != desired.pod_template_hash)
+}
+
+pub fn order_key(instance: &KuraInstance, config: &OperatorConfig) -> OrderKey {
+    let canary = config.rollout.canary_label.as_ref().is_some_and(|label| {
+        instance
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .is_some_and(|v| v == "true")
+    });
+    OrderKey {
+        not_canary: !canary,
+        namespace: instance.metadata.namespace.clone().unwrap_or_default(),
+        name: instance.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+pub fn member(instance: &KuraInstance, config: &OperatorConfig) -> Member {
+    let status = instance.status.as_ref();
+    Member {
+        key: order_key(instance, config),
+        ready: status.is_some_and(|s| is_true(&s.conditions, READY)),
+        rollout: status.and_then(|s| s.rollout.clone()),
+    }
+}
+
+/// The fleet of the instances in the cache, for the configuration in force.
+pub fn fleet(instances: &[Arc<KuraInstance>], config: &OperatorConfig, now: Timestamp) -> Fleet {
+    rollout::fleet(
+        instances.iter().map(|i| member(i, config)),
+        &config.fleet_revision(),
+        config.rollout.deadline(),
+        now,
+    )
+}
+
+/// The decision for `instance` (with the status this reconcile decides from).
+pub fn admission(
+    instance: &KuraInstance,
+    observed: &Observed,
+    fleet: &Fleet,
+    config: &OperatorConfig,
+) -> Admission {
+    let me = Member {
+        key: order_key(instance, config),
+        ready: is_true(&observed.status.conditions, READY),
+        rollout: observed.status.rollout.clone(),
+    };
+    rollout::admit(&me, fleet, &config.rollout.max_unavailable)
+}
