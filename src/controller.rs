@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{KuraGateway, KuraInstance};
 use crate::context::Context;
-use crate::keys::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
-use crate::reconcile::observe::owned_fields;
+use crate::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::reconcile::observe::{applied_by, fingerprint};
 use crate::reconcile::{self, stores::Stores};
 
 /// Where the operator looks: every namespace, or one.
@@ -109,14 +109,14 @@ fn reflect_trimmed<K: Cacheable>(
 }
 
 /// Of an object's managedFields the caches keep what `observe::live_child` reads:
-/// the fingerprint of this operator's own apply entry (`owned_fields`) and the
-/// names of the other managers of spec and metadata (`other_managers`). As
-/// `serde_json::Value` trees, managedFields were the largest part of every cached
-/// object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
+/// the fingerprint of the operator's own apply entries (`owned_fields`, of the
+/// instances' and the gateways' field managers) and the names of the other
+/// managers of spec and metadata (`other_managers`). As `serde_json::Value`
+/// trees, managedFields were the largest part of every cached object (a
+/// StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
 /// memory; docs/benchmarks.md, scale).
 fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
-    let fingerprint = owned_fields(meta);
     let Some(entries) = meta.managed_fields.take() else {
         return;
     };
@@ -124,16 +124,14 @@ fn compact_managed_fields<K: Resource>(object: &mut K) {
         .into_iter()
         .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
         .map(|m| {
-            let own = m.manager.as_deref() == Some(FIELD_MANAGER)
-                && m.operation.as_deref() == Some("Apply");
+            let own = [FIELD_MANAGER, GATEWAY_FIELD_MANAGER]
+                .iter()
+                .any(|manager| applied_by(&m, manager));
             ManagedFieldsEntry {
                 fields_v1: own
-                    .then(|| {
-                        fingerprint
-                            .clone()
-                            .map(|f| FieldsV1(serde_json::Value::String(f)))
-                    })
-                    .flatten(),
+                    .then(|| m.fields_v1.as_ref().and_then(fingerprint))
+                    .flatten()
+                    .map(|f| FieldsV1(serde_json::Value::String(f))),
                 manager: m.manager,
                 operation: m.operation,
                 ..Default::default()
@@ -276,7 +274,7 @@ fn error_policy(
     let failures = error.failures();
     let delay = ctx
         .policy
-        .transient_backoff(failures, jitter(&instance, failures));
+        .transient_backoff(failures, jitter(instance.as_ref(), failures));
     tracing::warn!(
         namespace = ?instance.metadata.namespace,
         instance = ?instance.metadata.name,
@@ -291,15 +289,15 @@ fn error_policy(
     Action::requeue(delay)
 }
 
-/// A number in 0..1, different per instance and attempt (and per process: the
+/// A number in 0..1, different per object and attempt (and per process: the
 /// hasher's keys are random), to spread retries.
-pub fn jitter(instance: &KuraInstance, failures: u32) -> f64 {
+pub fn jitter<K: Resource>(object: &K, failures: u32) -> f64 {
     use std::hash::BuildHasher;
     static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
         std::sync::OnceLock::new();
     let h = KEYS
         .get_or_init(Default::default)
-        .hash_one((&instance.metadata.uid, failures));
+        .hash_one((&object.meta().uid, failures));
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -415,7 +413,7 @@ mod tests {
     use serde_json::json;
 
     use super::compact_managed_fields;
-    use crate::reconcile::observe::live_child;
+    use crate::reconcile::observe::{live_child, live_child_as};
     use crate::reconcile::plan::Owner;
 
     fn entry(
@@ -488,5 +486,26 @@ mod tests {
         compact_managed_fields(&mut foreign);
         assert_eq!(live_child(&foreign.metadata, Owner::Ours), before);
         assert_eq!(before.owned_fields, None);
+    }
+
+    /// A gateway's children are applied by a field manager of their own: its
+    /// fingerprint survives compaction too.
+    #[test]
+    fn compacting_keeps_the_gateway_managers_fingerprint() {
+        let mut deployment: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "g", "managedFields": [
+                entry("kura-operator-gateway", "Apply", None, "replicas"),
+                entry("scaler", "Update", None, "replicas"),
+            ]},
+        }))
+        .unwrap();
+        let before = live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway");
+        assert!(before.owned_fields.is_some());
+        assert_eq!(before.other_managers, ["scaler"]);
+        compact_managed_fields(&mut deployment);
+        assert_eq!(
+            live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway"),
+            before
+        );
     }
 }

@@ -15,7 +15,7 @@ use crate::api::conditions::{self, READY};
 use crate::api::{Condition, ConditionStatus, KuraGateway, KuraGatewayStatus, KuraInstance};
 use crate::context::Context;
 use crate::controller::Scope;
-use crate::keys::{FIELD_MANAGER, GATEWAY_FINALIZER, LABEL_GATEWAY};
+use crate::keys::{FIELD_MANAGER, LABEL_GATEWAY, LEGACY_GATEWAY_FINALIZER};
 use crate::kind::ChildKind;
 use crate::reconcile::plan::ApplyOp;
 use crate::reconcile::{apply, prune::gateway_user};
@@ -39,7 +39,7 @@ async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action, Ga
     }
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), &ns);
-    let work = finalizer(&api, GATEWAY_FINALIZER, gw, |event| async {
+    let work = finalizer(&api, LEGACY_GATEWAY_FINALIZER, gw, |event| async {
         match event {
             Event::Apply(gw) => apply_gateway(&gw, &ctx, &api).await,
             Event::Cleanup(gw) => cleanup(&gw, &ctx).await,
