@@ -1,6 +1,10 @@
 //! `KuraGateway`: a dedicated per-account ingress gateway (an ingress controller
 //! Deployment, its Service and its IngressClass), rendered by the instance
 //! controller when an instance resolves to a dedicated gateway.
+//!
+//! A gateway serves the IngressClass `kura-gw.<namespace>.<name>`, so that no
+//! gateway can name another namespace's class. Admission checks what it can
+//! (the namespace is not visible to CRD validation rules).
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -29,7 +33,9 @@ use super::Condition;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = Rule::new("self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name: must be a DNS-1035 label of at most 63 characters: it names the gateway's Service"),
+    validation = Rule::new("self.spec.ingressClassName.startsWith('kura-gw.') && self.spec.ingressClassName.endsWith('.' + self.metadata.name)").message("spec.ingressClassName: must be kura-gw.<namespace>.<metadata.name>: a gateway serves the class of its own namespace and name"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KuraGatewaySpec {
@@ -39,7 +45,8 @@ pub struct KuraGatewaySpec {
     #[schemars(length(min = 1, max = 32), regex(pattern = super::instance::DNS_LABEL))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("region is immutable"))]
     pub region: String,
-    /// The IngressClass this gateway serves (cluster-scoped, created by the gateway).
+    /// The IngressClass this gateway serves (cluster-scoped, created by the
+    /// gateway): `kura-gw.<namespace>.<metadata.name>`, nothing else.
     #[schemars(length(min = 1, max = 253), regex(pattern = super::instance::DNS_SUBDOMAIN))]
     pub ingress_class_name: String,
     /// The ingress controller implementation name written to `IngressClass.spec.controller`.

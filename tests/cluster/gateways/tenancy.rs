@@ -210,3 +210,35 @@ async fn an_instance_of_another_namespace_does_not_keep_a_gateway() {
         "b's class stays"
     );
 }
+
+/// What admission can check without the namespace: the class must be
+/// `kura-gw.<something>.<the gateway's name>`, and the name a Service name.
+#[tokio::test]
+async fn a_gateway_naming_a_class_not_its_own_is_refused_at_admission() {
+    let ns = TestNamespace::new("gw-admission").await;
+    let gateways: Api<KuraGateway> = ns.api();
+    for (name, class, field) in [
+        ("edge", "shared-ingress", "spec.ingressClassName"),
+        ("edge", "kura-gw.other.gw-acme", "spec.ingressClassName"),
+        ("edge.x", "kura-gw.ns.edge.x", "metadata.name"),
+    ] {
+        let refused = apply_json(
+            &gateways,
+            "tenant",
+            gateway_json(name, "acme", class, json!({})),
+        )
+        .await
+        .expect_err("refused at admission");
+        let message = refused.to_string();
+        assert!(message.contains(field), "{name} {class}: {message}");
+    }
+    // Negative control: its own class is admitted.
+    let own = names::gateway_ingress_class(&ns.name, "edge");
+    apply_json(
+        &gateways,
+        "tenant",
+        gateway_json("edge", "acme", &own, json!({})),
+    )
+    .await
+    .unwrap();
+}
