@@ -199,10 +199,23 @@ pub struct Streams {
     service_accounts: Shared<PartialObjectMeta<ServiceAccount>>,
     pdbs: Shared<PartialObjectMeta<PodDisruptionBudget>>,
     network_policies: Shared<PartialObjectMeta<NetworkPolicy>>,
-    pub deployments: Shared<PartialObjectMeta<Deployment>>,
 }
 
-pub fn streams(scope: &Scope) -> Streams {
+/// The gateway controller's triggers, copies of the instance controller's
+/// (`fan_out`): each object arrives after the shared cache has it.
+pub struct GatewayStreams {
+    pub gateways: Shared<KuraGateway>,
+    /// Every gateway touched, for the sweep of classes left by deleted ones.
+    pub gateways_touched: Shared<KuraGateway>,
+    pub deployments: Shared<PartialObjectMeta<Deployment>>,
+    pub services: Shared<PartialObjectMeta<Service>>,
+    pub ingress_classes: Shared<IngressClass>,
+    pub instances: Shared<KuraInstance>,
+}
+
+/// The instance controller's streams (with every cache) and the gateway
+/// controller's, copies of the same watches.
+pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
     let (instances_store, instances) = reflect(scope.api::<KuraInstance>(), scope.watch_config());
     let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
     let (sts_store, stateful_sets) = reflect_trimmed(
@@ -233,7 +246,19 @@ pub fn streams(scope: &Scope) -> Streams {
         scope.api::<PartialObjectMeta<Deployment>>(),
         scope.managed(),
     );
-    Streams {
+    let [instances, gateway_instances] = fan_out(instances);
+    let [gateways, gateway_gateways, gateways_touched] = fan_out(gateways);
+    let [services, gateway_services] = fan_out(services);
+    let [ingress_classes, gateway_classes] = fan_out(ingress_classes);
+    let gateway = GatewayStreams {
+        gateways: gateway_gateways,
+        gateways_touched,
+        deployments,
+        services: gateway_services,
+        ingress_classes: gateway_classes,
+        instances: gateway_instances,
+    };
+    let instance = Streams {
         stores: Stores {
             instances: instances_store,
             gateways: gateways_store,
@@ -257,8 +282,34 @@ pub fn streams(scope: &Scope) -> Streams {
         service_accounts,
         pdbs,
         network_policies,
-        deployments,
-    }
+    };
+    (instance, gateway)
+}
+
+/// `N` copies of a reflector's stream, each delivering every touched object
+/// (after the cache has it), so that both controllers trigger on one watch and
+/// one cache. A task drives the source; it ends when every copy is dropped.
+fn fan_out<K: Clone + Send + 'static, const N: usize>(mut source: Shared<K>) -> [Shared<K>; N] {
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..N)
+        .map(|_| futures::channel::mpsc::unbounded::<Result<K, watcher::Error>>())
+        .unzip();
+    tokio::spawn(async move {
+        while let Some(item) = source.next().await {
+            // Errors never get here: `reflect` keeps them to its own watch.
+            let Ok(object) = item else { continue };
+            let mut delivered = false;
+            for tx in &senders {
+                delivered |= tx.unbounded_send(Ok(object.clone())).is_ok();
+            }
+            if !delivered {
+                return;
+            }
+        }
+    });
+    let copies: Vec<Shared<K>> = receivers.into_iter().map(|rx| rx.boxed()).collect();
+    copies
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one receiver per copy"))
 }
 
 /// Error policy: the errors that reach here are transient (throttling, a server
@@ -507,5 +558,17 @@ mod tests {
             live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway"),
             before
         );
+    }
+
+    /// Each copy of a stream gets every object, in order.
+    #[tokio::test]
+    async fn every_copy_of_a_fanned_out_stream_gets_every_object() {
+        use futures::StreamExt;
+        let source: super::Shared<u32> = futures::stream::iter([1, 2, 3].map(Ok)).boxed();
+        let [a, b] = super::fan_out(source);
+        let got =
+            |s: super::Shared<u32>| s.filter_map(|r| async move { r.ok() }).collect::<Vec<_>>();
+        assert_eq!(got(a).await, [1, 2, 3]);
+        assert_eq!(got(b).await, [1, 2, 3]);
     }
 }

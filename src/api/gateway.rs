@@ -1,16 +1,18 @@
 //! `KuraGateway`: a dedicated per-account ingress gateway (an ingress controller
 //! Deployment, its Service and its IngressClass), rendered by the instance
-//! controller when an instance resolves to a dedicated gateway.
+//! controller when an instance resolves to a dedicated gateway. One made by
+//! hand is served too, but never collected by the operator.
 //!
 //! A gateway serves the IngressClass `kura-gw.<namespace>.<name>`, so that no
 //! gateway can name another namespace's class. Admission checks what it can
-//! (the namespace is not visible to CRD validation rules).
+//! (the namespace is not visible to CRD validation rules); the gateway
+//! controller checks the rest and reports it (condition `Valid`, an Event).
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Condition;
+use super::{Condition, InventoryEntry, RetryStatus};
 
 // Each printcolumn repeats `type_`; clippy reads the derive's arguments as attributes.
 #[allow(clippy::duplicated_attributes)]
@@ -68,8 +70,17 @@ fn one() -> i32 {
 pub struct KuraGatewayStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Content hash of the children the current spec renders, last applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_revision: Option<String>,
+    /// Every child of the applied revision, with its hash and the fingerprint
+    /// of the fields the operator owns (drift detection).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// Failed attempts of the same inputs (kept in status so a restarted
+    /// operator resumes the same backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
