@@ -11,7 +11,6 @@ use crate::api::{KuraGateway, KuraGatewaySpec, RetryStatus};
 use crate::kind::ChildKind;
 use crate::reconcile::plan::{LiveChild, Owner};
 use crate::render::gateway::render_gateway;
-use crate::render::object::expected_stamp;
 use crate::validate::FieldError;
 
 fn gateway() -> KuraGateway {
@@ -44,10 +43,7 @@ fn converged(d: &Desired) -> Observed {
     let children: BTreeMap<_, _> = d
         .objects
         .iter()
-        .map(|o| {
-            let stamp = expected_stamp(&o.id, &o.hash, &d.revision);
-            (o.id.clone(), LiveChild::ours(stamp, "f1"))
-        })
+        .map(|o| (o.id.clone(), LiveChild::ours(o.stamp().unwrap(), "f1")))
         .collect();
     Observed {
         generation: Some(1),
