@@ -8,6 +8,7 @@ use kube::Client;
 use kube::runtime::events::Reporter;
 use tokio::sync::watch;
 
+use crate::api::KuraGateway;
 use crate::config::OperatorConfig;
 use crate::leader::LeaderState;
 use crate::memory::Memory;
@@ -31,6 +32,8 @@ pub struct Context {
     pub faults: Faults,
     /// What this process remembers per instance between reconciles.
     pub memory: Memory,
+    /// The same, per gateway.
+    pub gateway_memory: Memory<KuraGateway>,
 }
 
 impl Context {

@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{KuraGateway, KuraInstance};
 use crate::context::Context;
-use crate::keys::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
-use crate::reconcile::observe::owned_fields;
+use crate::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::reconcile::observe::{applied_by, fingerprint};
 use crate::reconcile::{self, stores::Stores};
 
 /// Where the operator looks: every namespace, or one.
@@ -109,14 +109,14 @@ fn reflect_trimmed<K: Cacheable>(
 }
 
 /// Of an object's managedFields the caches keep what `observe::live_child` reads:
-/// the fingerprint of this operator's own apply entry (`owned_fields`) and the
-/// names of the other managers of spec and metadata (`other_managers`). As
-/// `serde_json::Value` trees, managedFields were the largest part of every cached
-/// object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
+/// the fingerprint of the operator's own apply entries (`owned_fields`, of the
+/// instances' and the gateways' field managers) and the names of the other
+/// managers of spec and metadata (`other_managers`). As `serde_json::Value`
+/// trees, managedFields were the largest part of every cached object (a
+/// StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
 /// memory; docs/benchmarks.md, scale).
 fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
-    let fingerprint = owned_fields(meta);
     let Some(entries) = meta.managed_fields.take() else {
         return;
     };
@@ -124,16 +124,14 @@ fn compact_managed_fields<K: Resource>(object: &mut K) {
         .into_iter()
         .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
         .map(|m| {
-            let own = m.manager.as_deref() == Some(FIELD_MANAGER)
-                && m.operation.as_deref() == Some("Apply");
+            let own = [FIELD_MANAGER, GATEWAY_FIELD_MANAGER]
+                .iter()
+                .any(|manager| applied_by(&m, manager));
             ManagedFieldsEntry {
                 fields_v1: own
-                    .then(|| {
-                        fingerprint
-                            .clone()
-                            .map(|f| FieldsV1(serde_json::Value::String(f)))
-                    })
-                    .flatten(),
+                    .then(|| m.fields_v1.as_ref().and_then(fingerprint))
+                    .flatten()
+                    .map(|f| FieldsV1(serde_json::Value::String(f))),
                 manager: m.manager,
                 operation: m.operation,
                 ..Default::default()
@@ -238,10 +236,23 @@ pub struct Streams {
     service_accounts: Shared<PartialObjectMeta<ServiceAccount>>,
     pdbs: Shared<PartialObjectMeta<PodDisruptionBudget>>,
     network_policies: Shared<PartialObjectMeta<NetworkPolicy>>,
-    pub deployments: Shared<PartialObjectMeta<Deployment>>,
 }
 
-pub fn streams(scope: &Scope) -> Streams {
+/// The gateway controller's triggers, copies of the instance controller's
+/// (`fan_out`): each object arrives after the shared cache has it.
+pub struct GatewayStreams {
+    pub gateways: Shared<KuraGateway>,
+    /// Every gateway touched, for the sweep of classes left by deleted ones.
+    pub gateways_touched: Shared<KuraGateway>,
+    pub deployments: Shared<PartialObjectMeta<Deployment>>,
+    pub services: Shared<PartialObjectMeta<Service>>,
+    pub ingress_classes: Shared<IngressClass>,
+    pub instances: Shared<KuraInstance>,
+}
+
+/// The instance controller's streams (with every cache) and the gateway
+/// controller's, copies of the same watches.
+pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
     let (instances_store, instances) = reflect(scope.api::<KuraInstance>(), scope.watch_config());
     let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
     let (sts_store, stateful_sets) = reflect_trimmed(
@@ -272,7 +283,19 @@ pub fn streams(scope: &Scope) -> Streams {
         scope.api::<PartialObjectMeta<Deployment>>(),
         scope.managed(),
     );
-    Streams {
+    let [instances, gateway_instances] = fan_out(instances);
+    let [gateways, gateway_gateways, gateways_touched] = fan_out(gateways);
+    let [services, gateway_services] = fan_out(services);
+    let [ingress_classes, gateway_classes] = fan_out(ingress_classes);
+    let gateway = GatewayStreams {
+        gateways: gateway_gateways,
+        gateways_touched,
+        deployments,
+        services: gateway_services,
+        ingress_classes: gateway_classes,
+        instances: gateway_instances,
+    };
+    let instance = Streams {
         stores: Stores {
             instances: instances_store,
             gateways: gateways_store,
@@ -296,8 +319,34 @@ pub fn streams(scope: &Scope) -> Streams {
         service_accounts,
         pdbs,
         network_policies,
-        deployments,
-    }
+    };
+    (instance, gateway)
+}
+
+/// `N` copies of a reflector's stream, each delivering every touched object
+/// (after the cache has it), so that both controllers trigger on one watch and
+/// one cache. A task drives the source; it ends when every copy is dropped.
+fn fan_out<K: Clone + Send + 'static, const N: usize>(mut source: Shared<K>) -> [Shared<K>; N] {
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..N)
+        .map(|_| futures::channel::mpsc::unbounded::<Result<K, watcher::Error>>())
+        .unzip();
+    tokio::spawn(async move {
+        while let Some(item) = source.next().await {
+            // Errors never get here: `reflect` keeps them to its own watch.
+            let Ok(object) = item else { continue };
+            let mut delivered = false;
+            for tx in &senders {
+                delivered |= tx.unbounded_send(Ok(object.clone())).is_ok();
+            }
+            if !delivered {
+                return;
+            }
+        }
+    });
+    let copies: Vec<Shared<K>> = receivers.into_iter().map(|rx| rx.boxed()).collect();
+    copies
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one receiver per copy"))
 }
 
 /// Error policy: the errors that reach here are transient (throttling, a server
@@ -313,7 +362,7 @@ fn error_policy(
     let failures = error.failures();
     let delay = ctx
         .policy
-        .transient_backoff(failures, jitter(&instance, failures));
+        .transient_backoff(failures, jitter(instance.as_ref(), failures));
     tracing::warn!(
         namespace = ?instance.metadata.namespace,
         instance = ?instance.metadata.name,
@@ -328,15 +377,15 @@ fn error_policy(
     Action::requeue(delay)
 }
 
-/// A number in 0..1, different per instance and attempt (and per process: the
+/// A number in 0..1, different per object and attempt (and per process: the
 /// hasher's keys are random), to spread retries.
-pub fn jitter(instance: &KuraInstance, failures: u32) -> f64 {
+pub fn jitter<K: Resource>(object: &K, failures: u32) -> f64 {
     use std::hash::BuildHasher;
     static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
         std::sync::OnceLock::new();
     let h = KEYS
         .get_or_init(Default::default)
-        .hash_one((&instance.metadata.uid, failures));
+        .hash_one((&object.meta().uid, failures));
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -452,7 +501,7 @@ mod tests {
     use serde_json::json;
 
     use super::compact_managed_fields;
-    use crate::reconcile::observe::live_child;
+    use crate::reconcile::observe::{live_child, live_child_as};
     use crate::reconcile::plan::Owner;
 
     fn entry(
@@ -526,5 +575,38 @@ mod tests {
         compact_managed_fields(&mut foreign);
         assert_eq!(live_child(&foreign.metadata, Owner::Ours), before);
         assert_eq!(before.owned_fields, None);
+    }
+
+    /// A gateway's children are applied by a field manager of their own: its
+    /// fingerprint survives compaction too.
+    #[test]
+    fn compacting_keeps_the_gateway_managers_fingerprint() {
+        let mut deployment: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "g", "managedFields": [
+                entry("kura-operator-gateway", "Apply", None, "replicas"),
+                entry("scaler", "Update", None, "replicas"),
+            ]},
+        }))
+        .unwrap();
+        let before = live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway");
+        assert!(before.owned_fields.is_some());
+        assert_eq!(before.other_managers, ["scaler"]);
+        compact_managed_fields(&mut deployment);
+        assert_eq!(
+            live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway"),
+            before
+        );
+    }
+
+    /// Each copy of a stream gets every object, in order.
+    #[tokio::test]
+    async fn every_copy_of_a_fanned_out_stream_gets_every_object() {
+        use futures::StreamExt;
+        let source: super::Shared<u32> = futures::stream::iter([1, 2, 3].map(Ok)).boxed();
+        let [a, b] = super::fan_out(source);
+        let got =
+            |s: super::Shared<u32>| s.filter_map(|r| async move { r.ok() }).collect::<Vec<_>>();
+        assert_eq!(got(a).await, [1, 2, 3]);
+        assert_eq!(got(b).await, [1, 2, 3]);
     }
 }

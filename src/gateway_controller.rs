@@ -1,184 +1,227 @@
-//! The KuraGateway controller: applies a gateway's IngressClass, Deployment and
-//! Service; deletes a gateway no instance references any more (this also covers
-//! instances that were deleted); and, through a finalizer, removes the
-//! cluster-scoped IngressClass that owner references cannot reach.
+//! The KuraGateway controller's wiring: what triggers a gateway's reconcile
+//! (`gateway::reconcile`), its error policy, and the sweep of IngressClasses
+//! that deleted gateways left behind.
+//!
+//! Triggers, all event-driven (the resync is a safety net): the gateway itself
+//! (a spec, label, annotation or finalizer change, not its own status write),
+//! its Deployment and Service (owned), its IngressClass (mapped back by the
+//! labels the class carries, or its name), and the instances that use it (an instance that
+//! goes away may leave it unused).
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::reflector::ObjectRef;
 
-use crate::api::conditions::{self, READY};
-use crate::api::{Condition, ConditionStatus, KuraGateway, KuraGatewayStatus, KuraInstance};
+use crate::api::{KuraGateway, KuraInstance};
 use crate::context::Context;
-use crate::controller::Scope;
-use crate::keys::{FIELD_MANAGER, GATEWAY_FINALIZER, LABEL_GATEWAY};
+use crate::controller::{GatewayStreams, jitter};
+use crate::gateway::{self, collect};
 use crate::kind::ChildKind;
-use crate::reconcile::plan::ApplyOp;
-use crate::reconcile::{apply, prune::gateway_user};
-use crate::render::ObjectId;
-use crate::render::gateway::render_gateway;
 
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    #[error(transparent)]
-    Apply(#[from] apply::Failure),
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(String),
+/// Passes what a reconcile decides from (spec, labels, annotations,
+/// finalizers, deletion), not the controller's own status writes.
+fn decided_from(gw: &KuraGateway) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    gw.metadata.generation.hash(&mut h);
+    gw.metadata.labels.hash(&mut h);
+    gw.metadata.annotations.hash(&mut h);
+    gw.metadata.finalizers.hash(&mut h);
+    gw.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
 }
 
-async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action, GatewayError> {
-    // A standby writes nothing, not even the finalizer; it reconciles all on taking over.
+/// The gateways an instance names (in its status: the one it resolved to and
+/// the ones its last apply inventoried), in its namespace.
+fn gateways_of(instance: &KuraInstance) -> Vec<ObjectRef<KuraGateway>> {
+    let Some(namespace) = instance.metadata.namespace.as_deref() else {
+        return Vec::new();
+    };
+    let Some(status) = instance.status.as_ref() else {
+        return Vec::new();
+    };
+    let mut names: Vec<&str> = status
+        .inventory
+        .iter()
+        .filter(|e| e.kind == ChildKind::KuraGateway.kind())
+        .map(|e| e.name.as_str())
+        .chain(
+            status
+                .gateway
+                .as_ref()
+                .and_then(|g| g.gateway_name.as_deref()),
+        )
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|n| ObjectRef::new(n).within(namespace))
+        .collect()
+}
+
+/// The gateway a class concerns: by the labels the operator puts on its
+/// classes, or else by the name (an object of a gateway's class name that
+/// is not its class holds the gateway in a name conflict until it goes).
+fn gateway_of_class(class: IngressClass) -> Option<ObjectRef<KuraGateway>> {
+    let (namespace, name) = collect::class_owner(&class).or_else(|| {
+        let (namespace, name) =
+            crate::names::parse_gateway_ingress_class(class.metadata.name.as_deref()?)?;
+        Some((namespace.to_string(), name.to_string()))
+    })?;
+    Some(ObjectRef::new(&name).within(&namespace))
+}
+
+/// A standby reconciles nothing (every gateway is reconciled when it starts
+/// leading); the leader's reconciles are cancelled when it stops leading.
+async fn reconcile_if_leading(
+    gw: Arc<KuraGateway>,
+    ctx: Arc<Context>,
+) -> Result<Action, gateway::Error> {
     if !ctx.leading() {
         return Ok(Action::await_change());
     }
-    let ns = gw.metadata.namespace.clone().unwrap_or_default();
-    let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), &ns);
-    let work = finalizer(&api, GATEWAY_FINALIZER, gw, |event| async {
-        match event {
-            Event::Apply(gw) => apply_gateway(&gw, &ctx, &api).await,
-            Event::Cleanup(gw) => cleanup(&gw, &ctx).await,
-        }
-    });
-    // Cancelled when this process stops leading: it writes nothing more.
+    let work = gateway::reconcile(gw, ctx.clone());
     crate::leader::while_leading(&ctx.leader, work)
         .await
         .unwrap_or(Ok(Action::await_change()))
-        .map_err(|e| GatewayError::Finalizer(e.to_string()))
 }
 
-async fn apply_gateway(
-    gw: &KuraGateway,
-    ctx: &Context,
-    api: &Api<KuraGateway>,
-) -> Result<Action, GatewayError> {
-    let name = gw.metadata.name.clone().unwrap_or_default();
-    let ns = gw.metadata.namespace.clone().unwrap_or_default();
-    let config = ctx.config();
-    let cached: Vec<KuraInstance> = ctx
-        .stores
-        .instances
-        .state()
-        .iter()
-        .map(|i| (**i).clone())
-        .collect();
-    let class = gw.spec.ingress_class_name.clone();
-    if gateway_user(&name, &class, &ns, &cached, &[], "", &config).is_none() {
-        // Confirm with live reads before deleting: the cache may lag a new instance.
-        let live = Api::<KuraInstance>::namespaced(ctx.client.clone(), &ns)
-            .list(&ListParams::default())
-            .await?;
-        let on_class = crate::reconcile::prune::ingress_classes(&ctx.client, &ns, "").await?;
-        if gateway_user(&name, &class, &ns, &live.items, &on_class, "", &config).is_none() {
-            tracing::info!(gateway = %name, namespace = %ns, "no instance references this gateway; deleting it");
-            api.delete(&name, &DeleteParams::background()).await?;
-            return Ok(Action::await_change());
-        }
-    }
-    let desired = render_gateway(gw);
-    let applied = gw
-        .status
-        .as_ref()
-        .and_then(|s| s.applied_revision.as_deref())
-        == Some(desired.revision.as_str());
-    let present = desired
-        .objects
-        .iter()
-        .all(|o| ctx.stores.meta(&o.id).is_some());
-    if applied && present {
-        return Ok(Action::requeue(ctx.resync));
-    }
-    let ops: Vec<ApplyOp> = desired
-        .objects
-        .iter()
-        .map(|o| ApplyOp {
-            id: o.id.clone(),
-            create: ctx.stores.meta(&o.id).is_none(),
-            clear_address: false,
-        })
-        .collect();
-    let uid = gw.metadata.uid.clone().unwrap_or_default();
-    let target = apply::For {
-        uid: &uid,
-        name: &name,
-    };
-    apply::apply(&ctx.client, &desired, &ops, &target).await?;
-    let prev = gw.status.clone().unwrap_or_default();
-    let now = jiff::Timestamp::now().to_string();
-    let ready = Condition::new(
-        READY,
-        ConditionStatus::True,
-        "Applied",
-        format!("serves ingress class {}", gw.spec.ingress_class_name),
+/// The errors that reach here are transient (apply failures of the input
+/// itself are in status and retried by `plan`): exponential backoff per
+/// gateway, jittered, reset by the next reconcile that gets through.
+fn error_policy(gw: Arc<KuraGateway>, error: &gateway::Error, ctx: Arc<Context>) -> Action {
+    let failures = error.failures();
+    let delay = ctx
+        .policy
+        .transient_backoff(failures, jitter(gw.as_ref(), failures));
+    tracing::warn!(
+        namespace = ?gw.metadata.namespace,
+        gateway = ?gw.metadata.name,
+        error = %error,
+        retry_in = ?delay,
+        "gateway reconcile failed; retrying"
     );
-    let status = KuraGatewayStatus {
-        observed_generation: gw.metadata.generation,
-        applied_revision: Some(desired.revision.clone()),
-        conditions: conditions::merge(&prev.conditions, vec![ready], &now),
-    };
-    let body = serde_json::json!({ "apiVersion": "kura.dev/v1alpha1", "kind": "KuraGateway", "status": status });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&body),
-    )
-    .await?;
-    Ok(Action::requeue(ctx.resync))
+    ctx.metrics.count_gateway(error.label());
+    if let Some(failure) = error.failure() {
+        ctx.metrics.record_failure(failure);
+    }
+    Action::requeue(delay)
 }
 
-async fn cleanup(gw: &KuraGateway, ctx: &Context) -> Result<Action, GatewayError> {
-    let class = ObjectId {
-        kind: ChildKind::IngressClass,
-        namespace: None,
-        name: gw.spec.ingress_class_name.clone(),
-    };
-    let ours = ctx
-        .stores
-        .meta(&class)
-        .and_then(|m| m.labels)
-        .is_some_and(|l| l.get(LABEL_GATEWAY) == gw.metadata.name.as_ref());
-    if ours {
-        match apply::dynamic_api(&ctx.client, &class)
-            .delete(&class.name, &DeleteParams::background())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
+/// Runs the sweep of leftover IngressClasses (`collect::sweep`) when a gateway
+/// is deleted (touched, and gone from the cache), when this process starts
+/// leading, and every resync period; only while leading.
+async fn sweep_classes(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    touched: impl Stream<Item = Result<KuraGateway, kube::runtime::watcher::Error>> + Send,
+) {
+    let store = ctx.stores.gateways.clone();
+    let mut deleted = std::pin::pin!(touched.filter_map(|gw| {
+        let gone = gw
+            .ok()
+            .filter(|gw| store.get(&ObjectRef::from_obj(gw)).is_none());
+        std::future::ready(gone.map(|_| ()))
+    }));
+    let mut tick = tokio::time::interval(ctx.resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut leader = ctx.leader.clone();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            Some(()) = deleted.next() => {}
+            // The sender lives as long as the process: never for real.
+            changed = leader.changed() => if changed.is_err() { return std::future::pending().await },
+        }
+        if ctx.leading() {
+            let work = collect::sweep(&ctx, namespace.as_deref());
+            let _ = crate::leader::while_leading(&ctx.leader, work).await;
         }
     }
-    Ok(Action::await_change())
 }
 
-fn error_policy(gw: Arc<KuraGateway>, error: &GatewayError, _ctx: Arc<Context>) -> Action {
-    let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
-    let name = gw.metadata.name.as_deref().unwrap_or_default();
-    tracing::warn!(%namespace, gateway = %name, error = %error, "gateway reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(10))
-}
-
+/// The gateway controller and the sweep. Returns when `shutdown` resolves.
+/// `namespace`: the one namespace the operator watches, if it watches one.
 pub fn gateway_controller(
-    scope: &Scope,
-    deployments: crate::controller::Shared<
-        kube::core::PartialObjectMeta<k8s_openapi::api::apps::v1::Deployment>,
-    >,
+    streams: GatewayStreams,
+    namespace: Option<String>,
     ctx: Arc<Context>,
-    leading: impl futures::Stream<Item = ()> + Send + 'static,
+    leading: impl Stream<Item = ()> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    // Its own gateway watch (the instance controller consumes the other), with
-    // errors handled per watch as in every `reflect`.
-    let (store, gateways) =
-        crate::controller::reflect(scope.api::<KuraGateway>(), scope.watch_config());
-    Controller::for_stream(gateways, store)
-        .owns_stream(deployments)
+    let gateways = streams
+        .gateways
+        .predicate_filter(decided_from, Default::default());
+    let controller = Controller::for_stream(gateways, ctx.stores.gateways.clone())
+        .owns_stream(streams.deployments)
+        .owns_stream(streams.services)
+        .watches_stream(streams.ingress_classes, gateway_of_class)
+        .watches_stream(streams.instances, |i: KuraInstance| gateways_of(&i))
         .reconcile_all_on(leading)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
+        .run(reconcile_if_leading, error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::trace!(error = %e, "gateway controller event");
+            }
+        });
+    let sweep = sweep_classes(ctx, namespace, streams.gateways_touched);
+    // The sweep ends with the controller (it never ends by itself).
+    async move {
+        tokio::select! {
+            _ = controller => {}
+            _ = sweep => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decided_from, gateways_of};
+    use crate::api::{KuraGateway, KuraInstance};
+
+    #[test]
+    fn an_instance_maps_to_the_gateways_its_status_names_in_its_namespace() {
+        let i: KuraInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+            "metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"account": "a", "region": "r", "image": "k:1", "storage": {"size": "1Gi"}},
+            "status": {
+                "gateway": {"mode": "Shared", "ingressClassName": "shared", "gatewayName": "gw-new"},
+                "inventory": [
+                    {"apiVersion": "kura.dev/v1alpha1", "kind": "KuraGateway", "name": "gw-old", "namespace": "ns", "hash": "h"},
+                    {"apiVersion": "v1", "kind": "Service", "name": "a", "namespace": "ns", "hash": "h"},
+                ],
+            },
+        }))
+        .unwrap();
+        let refs: Vec<String> = gateways_of(&i).iter().map(ToString::to_string).collect();
+        assert_eq!(refs.len(), 2, "{refs:?}");
+        assert!(refs.iter().all(|r| r.contains("ns")), "{refs:?}");
+        assert!(
+            refs.iter().any(|r| r.contains("gw-old")) && refs.iter().any(|r| r.contains("gw-new"))
+        );
+    }
+
+    #[test]
+    fn the_gateways_own_status_writes_do_not_trigger_it() {
+        let mut gw: KuraGateway = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kura.dev/v1alpha1", "kind": "KuraGateway",
+            "metadata": {"name": "g", "namespace": "ns", "generation": 1},
+            "spec": {"account": "a", "region": "r", "ingressClassName": "kura-gw.ns.g", "controller": "c", "image": "g:1"},
+        }))
+        .unwrap();
+        let before = decided_from(&gw);
+        gw.status = Some(Default::default());
+        gw.metadata.resource_version = Some("2".into());
+        assert_eq!(decided_from(&gw), before);
+        gw.metadata.finalizers = Some(vec!["x".into()]);
+        assert_ne!(decided_from(&gw), before);
+    }
 }

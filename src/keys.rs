@@ -5,6 +5,13 @@
 /// (INCIDENTS.md #4).
 pub const FIELD_MANAGER: &str = "kura-operator";
 
+/// The field manager of a gateway's children (its Deployment, Service and
+/// IngressClass) and of its status: one writer per set of objects, so that the
+/// instances' manager never co-owns what the gateway controller renders.
+/// Children applied by an earlier release under [`FIELD_MANAGER`] are moved
+/// over once (`gateway::migrate`).
+pub const GATEWAY_FIELD_MANAGER: &str = "kura-operator-gateway";
+
 pub const GROUP: &str = "kura.dev";
 
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -35,9 +42,21 @@ pub const ANNOTATION_ADOPT: &str = "kura.dev/adopt";
 /// already has the name, and creates the object when the name is free.
 pub const CREATE_ONLY_RESOURCE_VERSION: &str = "1";
 
-/// Finalizer on a KuraGateway: its IngressClass is cluster-scoped and cannot be
-/// owned by a namespaced object, so the garbage collector cannot remove it.
-pub const GATEWAY_FINALIZER: &str = "kura.dev/ingress-class";
+/// On a gateway's IngressClass (cluster-scoped, so it cannot be owned by the
+/// namespaced gateway): the uid of the KuraGateway that created it. Written
+/// by the create-only apply that creates the class; a class is the gateway's
+/// only if it carries its uid, which no other object can have. A class whose
+/// uid names no live gateway is collected (`gateway::sweep`).
+pub const ANNOTATION_GATEWAY_UID: &str = "kura.dev/gateway-uid";
+/// On a gateway's IngressClass: the gateway's namespace (with
+/// [`LABEL_GATEWAY`], its name), so that a class maps back to its gateway and
+/// a namespaced operator sweeps the classes of its own namespace only.
+pub const LABEL_GATEWAY_NAMESPACE: &str = "kura.dev/gateway-namespace";
+
+/// The finalizer earlier releases put on every KuraGateway (to delete its
+/// IngressClass). It held a namespace's deletion until the operator ran; the
+/// operator now removes it wherever it finds it (`gateway::migrate`).
+pub const LEGACY_GATEWAY_FINALIZER: &str = "kura.dev/ingress-class";
 
 /// Port the Kura cache serves HTTP (and `GET /up`) on.
 pub const CACHE_PORT: i32 = 8080;

@@ -1,4 +1,5 @@
-//! What this process remembers about each instance between reconciles, in one
+//! What this process remembers about each instance (and, in a memory of its
+//! own, each gateway) between reconciles, in one
 //! record per uid with one lifetime: it is created by the first reconcile that
 //! has something to remember, and dropped when the instance leaves the cache
 //! ([`Memory::retain`], run on every resync tick) or is seen deleted.
@@ -14,24 +15,64 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
-use crate::api::{KuraInstance, KuraInstanceStatus};
+use kube::Resource;
 
-#[derive(Default)]
-pub struct Memory {
-    records: Mutex<HashMap<String, Record>>,
+use crate::api::{KuraGateway, KuraGatewayStatus, KuraInstance, KuraInstanceStatus};
+
+/// An object remembered: a resource with a status.
+pub trait Remembered: Resource {
+    type Status: Clone + std::fmt::Debug + Default;
+    fn status(&self) -> Option<&Self::Status>;
 }
 
-/// One instance's memory.
-#[derive(Clone, Debug, Default)]
-pub struct Record {
+impl Remembered for KuraInstance {
+    type Status = KuraInstanceStatus;
+    fn status(&self) -> Option<&KuraInstanceStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl Remembered for KuraGateway {
+    type Status = KuraGatewayStatus;
+    fn status(&self) -> Option<&KuraGatewayStatus> {
+        self.status.as_ref()
+    }
+}
+
+pub struct Memory<K: Remembered = KuraInstance> {
+    records: Mutex<HashMap<String, Record<K::Status>>>,
+}
+
+impl<K: Remembered> Default for Memory<K> {
+    fn default() -> Self {
+        Memory {
+            records: Mutex::default(),
+        }
+    }
+}
+
+/// One object's memory.
+#[derive(Clone, Debug)]
+pub struct Record<S> {
     /// The status this process last wrote and the resourceVersion that write produced.
-    own_status: Option<(String, KuraInstanceStatus)>,
+    own_status: Option<(String, S)>,
     /// When this process last wrote the status (`status::worth_writing`).
     status_written_at: Option<Instant>,
     /// This process's last successful apply: the inputs it applied, and when.
     last_apply: Option<(String, Instant)>,
     /// Consecutive transient failures of one set of inputs.
     transient: Option<TransientStreak>,
+}
+
+impl<S> Default for Record<S> {
+    fn default() -> Self {
+        Record {
+            own_status: None,
+            status_written_at: None,
+            last_apply: None,
+            transient: None,
+        }
+    }
 }
 
 /// Transient failures (throttling, a 5xx, the apiserver out of reach) of the
@@ -55,10 +96,10 @@ impl TransientStreak {
 
 /// What a reconcile reads from memory, once, at its start.
 #[derive(Clone, Debug, Default)]
-pub struct Recall {
+pub struct Recall<S = KuraInstanceStatus> {
     /// The status to decide from: the cache's, or the one this process wrote
     /// if the cache has not caught up with that write yet.
-    pub status: Option<KuraInstanceStatus>,
+    pub status: Option<S>,
     pub since_status_written: Option<Duration>,
     /// The inputs key of this process's last apply if it was within `window`.
     pub recently_applied: Option<String>,
@@ -79,29 +120,30 @@ fn caught_up(cached: Option<&str>, ours: &str) -> bool {
     }
 }
 
-impl Memory {
-    pub fn recall(&self, instance: &KuraInstance, settle: Duration) -> Recall {
-        let Some(uid) = instance.metadata.uid.as_deref() else {
+impl<K: Remembered> Memory<K> {
+    pub fn recall(&self, instance: &K, settle: Duration) -> Recall<K::Status> {
+        let cached = instance.status().cloned();
+        let Some(uid) = instance.meta().uid.as_deref() else {
             return Recall {
-                status: instance.status.clone(),
+                status: cached,
                 ..Recall::default()
             };
         };
         let mut records = self.records.lock().unwrap();
         let Some(record) = records.get_mut(uid) else {
             return Recall {
-                status: instance.status.clone(),
+                status: cached,
                 ..Recall::default()
             };
         };
-        let cached_rv = instance.metadata.resource_version.as_deref();
+        let cached_rv = instance.meta().resource_version.as_deref();
         let status = match &record.own_status {
             Some((rv, own)) if !caught_up(cached_rv, rv) => Some(own.clone()),
             Some(_) => {
                 record.own_status = None;
-                instance.status.clone()
+                cached
             }
-            None => instance.status.clone(),
+            None => cached,
         };
         Recall {
             status,
@@ -115,24 +157,19 @@ impl Memory {
         }
     }
 
-    fn with(&self, instance: &KuraInstance, f: impl FnOnce(&mut Record)) {
-        if let Some(uid) = &instance.metadata.uid {
+    fn with(&self, instance: &K, f: impl FnOnce(&mut Record<K::Status>)) {
+        if let Some(uid) = &instance.meta().uid {
             f(self.records.lock().unwrap().entry(uid.clone()).or_default());
         }
     }
 
-    pub fn applied(&self, instance: &KuraInstance, inputs_key: &str) {
+    pub fn applied(&self, instance: &K, inputs_key: &str) {
         self.with(instance, |r| {
             r.last_apply = Some((inputs_key.to_string(), Instant::now()))
         });
     }
 
-    pub fn status_written(
-        &self,
-        instance: &KuraInstance,
-        rv_after: Option<String>,
-        status: &KuraInstanceStatus,
-    ) {
+    pub fn status_written(&self, instance: &K, rv_after: Option<String>, status: &K::Status) {
         self.with(instance, |r| {
             r.status_written_at = Some(Instant::now());
             r.own_status = rv_after.map(|rv| (rv, status.clone()));
@@ -143,7 +180,7 @@ impl Memory {
     /// starts a new streak. Returns the streak.
     pub fn transient_failure(
         &self,
-        instance: &KuraInstance,
+        instance: &K,
         inputs_key: &str,
         now: Timestamp,
     ) -> TransientStreak {
@@ -173,8 +210,8 @@ impl Memory {
     }
 
     /// A reconcile got through: the transient streak is over.
-    pub fn transient_over(&self, instance: &KuraInstance) {
-        if let Some(uid) = &instance.metadata.uid
+    pub fn transient_over(&self, instance: &K) {
+        if let Some(uid) = &instance.meta().uid
             && let Some(r) = self.records.lock().unwrap().get_mut(uid)
         {
             r.transient = None;

@@ -44,6 +44,7 @@ struct PhaseLabel {
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<ResultLabel, Counter>,
+    gateway_reconciles: Family<ResultLabel, Counter>,
     duration: Histogram,
     applies: Family<ReasonLabel, Counter>,
     pruned: Counter,
@@ -60,6 +61,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let reconciles = Family::<ResultLabel, Counter>::default();
+        let gateway_reconciles = Family::<ResultLabel, Counter>::default();
         // 1 ms to about 16 s: a converged pass reads only caches; an apply does a
         // dozen server-side applies.
         let duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
@@ -76,6 +78,11 @@ impl Default for Metrics {
             "reconciles",
             "Instance reconciles by result: an outcome (applied, converged, waiting, conflict-hold, invalid, paused, apply-failed) or an error (transient, prune, status, unnamed)",
             reconciles.clone(),
+        );
+        registry.register(
+            "gateway_reconciles",
+            "KuraGateway reconciles by result: an outcome (applied, converged, settling, waiting, invalid, name-conflict, apply-failed, collected, deleting) or an error (transient, collect, status, unnamed)",
+            gateway_reconciles.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",
@@ -125,6 +132,7 @@ impl Default for Metrics {
         Metrics {
             registry,
             reconciles,
+            gateway_reconciles,
             duration,
             applies,
             pruned,
@@ -175,6 +183,13 @@ impl Metrics {
 
     pub fn record_error(&self, label: &'static str) {
         self.count(label);
+    }
+
+    /// A KuraGateway reconcile's outcome or error label.
+    pub fn count_gateway(&self, result: &'static str) {
+        self.gateway_reconciles
+            .get_or_create(&ResultLabel { result })
+            .inc();
     }
 
     fn count(&self, result: &'static str) {

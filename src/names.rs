@@ -34,6 +34,13 @@ pub fn gateway_ingress_class(namespace: &str, gateway: &str) -> String {
     format!("{GATEWAY_CLASS_PREFIX}{namespace}.{gateway}")
 }
 
+/// The gateway (namespace, name) a class of [`gateway_ingress_class`] is
+/// named for: a namespace is a DNS label, so its end is the first dot.
+pub fn parse_gateway_ingress_class(class: &str) -> Option<(&str, &str)> {
+    let (namespace, gateway) = class.strip_prefix(GATEWAY_CLASS_PREFIX)?.split_once('.')?;
+    (!namespace.is_empty() && !gateway.is_empty()).then_some((namespace, gateway))
+}
+
 /// The Ingress serving one host of an instance: the primary host keeps the
 /// instance's name; an alias gets `<instance>.<hash of the host>`, a DNS subdomain
 /// no instance (a DNS label) can be named.
@@ -95,6 +102,18 @@ mod tests {
     fn accounts_and_regions_that_join_alike_get_distinct_gateways() {
         assert_ne!(gateway("a-b", "c"), gateway("a", "b-c"));
         assert!(gateway("a-b", "c").starts_with("gw-a-b-c-"));
+    }
+
+    #[test]
+    fn a_gateway_class_name_gives_back_its_namespace_and_gateway() {
+        let class = gateway_ingress_class("team-a", "gw-acme-r1-1234abcd");
+        assert_eq!(
+            parse_gateway_ingress_class(&class),
+            Some(("team-a", "gw-acme-r1-1234abcd"))
+        );
+        assert_eq!(parse_gateway_ingress_class("shared"), None);
+        assert_eq!(parse_gateway_ingress_class("kura-gw.team-a"), None);
+        assert_eq!(parse_gateway_ingress_class("kura-gw..x"), None);
     }
 
     #[test]

@@ -118,7 +118,6 @@ fn telemetry(format: &str) {
 async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     use std::sync::Arc;
 
-    use futures::StreamExt;
     use kube::runtime::events::Reporter;
 
     use crate::config::OperatorConfig;
@@ -177,7 +176,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         namespace: args.namespace.clone(),
         watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
     };
-    let mut streams = controller::streams(&scope);
+    let (streams, gateway_streams) = controller::streams(&scope);
     probes.set_instances(streams.stores.instances.clone());
     // Nobody reconciles before every cache has listed once: a restarted
     // operator would see every child "missing" and re-apply the whole fleet.
@@ -201,12 +200,12 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leader: leader_rx.clone(),
         faults: Faults::from_env(),
         memory: Default::default(),
+        gateway_memory: Default::default(),
     });
 
-    let deployments = std::mem::replace(&mut streams.deployments, futures::stream::empty().boxed());
     let gateways = crate::gateway_controller::gateway_controller(
-        &scope,
-        deployments,
+        gateway_streams,
+        args.namespace.clone(),
         ctx.clone(),
         started_leading(leader_rx.clone()),
         stopped(stop_rx.clone()),
@@ -289,8 +288,8 @@ fn started_leading(
     })
 }
 
-/// Drops the memory of instances that left the cache (deleted, or out of
-/// scope): the one cleanup of `memory::Memory`, once a minute.
+/// Drops the memory of instances and gateways that left the caches (deleted,
+/// or out of scope): the one cleanup of `memory::Memory`, once a minute.
 async fn sweep_memory(ctx: std::sync::Arc<crate::context::Context>) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -304,6 +303,14 @@ async fn sweep_memory(ctx: std::sync::Arc<crate::context::Context>) {
             .filter_map(|i| i.metadata.uid.clone())
             .collect();
         ctx.memory.retain(&live);
+        let live = ctx
+            .stores
+            .gateways
+            .state()
+            .iter()
+            .filter_map(|g| g.metadata.uid.clone())
+            .collect();
+        ctx.gateway_memory.retain(&live);
     }
 }
 

@@ -1,12 +1,18 @@
 //! `KuraGateway`: a dedicated per-account ingress gateway (an ingress controller
 //! Deployment, its Service and its IngressClass), rendered by the instance
-//! controller when an instance resolves to a dedicated gateway.
+//! controller when an instance resolves to a dedicated gateway. One made by
+//! hand is served too, but never collected by the operator.
+//!
+//! A gateway serves the IngressClass `kura-gw.<namespace>.<name>`, so that no
+//! gateway can name another namespace's class. Admission checks what it can
+//! (the namespace is not visible to CRD validation rules); the gateway
+//! controller checks the rest and reports it (condition `Valid`, an Event).
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Condition;
+use super::{Condition, InventoryEntry, RetryStatus};
 
 // Each printcolumn repeats `type_`; clippy reads the derive's arguments as attributes.
 #[allow(clippy::duplicated_attributes)]
@@ -29,7 +35,9 @@ use super::Condition;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = Rule::new("self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name: must be a DNS-1035 label of at most 63 characters: it names the gateway's Service"),
+    validation = Rule::new("self.spec.ingressClassName.startsWith('kura-gw.') && self.spec.ingressClassName.endsWith('.' + self.metadata.name)").message("spec.ingressClassName: must be kura-gw.<namespace>.<metadata.name>: a gateway serves the class of its own namespace and name"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KuraGatewaySpec {
@@ -39,7 +47,8 @@ pub struct KuraGatewaySpec {
     #[schemars(length(min = 1, max = 32), regex(pattern = super::instance::DNS_LABEL))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("region is immutable"))]
     pub region: String,
-    /// The IngressClass this gateway serves (cluster-scoped, created by the gateway).
+    /// The IngressClass this gateway serves (cluster-scoped, created by the
+    /// gateway): `kura-gw.<namespace>.<metadata.name>`, nothing else.
     #[schemars(length(min = 1, max = 253), regex(pattern = super::instance::DNS_SUBDOMAIN))]
     pub ingress_class_name: String,
     /// The ingress controller implementation name written to `IngressClass.spec.controller`.
@@ -61,8 +70,17 @@ fn one() -> i32 {
 pub struct KuraGatewayStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Content hash of the children the current spec renders, last applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_revision: Option<String>,
+    /// Every child of the applied revision, with its hash and the fingerprint
+    /// of the fields the operator owns (drift detection).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// Failed attempts of the same inputs (kept in status so a restarted
+    /// operator resumes the same backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

@@ -11,7 +11,7 @@ use futures::future::join_all;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
-use super::observe::{owned_fields, owner};
+use super::observe::{owned_fields_by, owner};
 use super::plan::{ApplyOp, Owner};
 use crate::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
 use crate::render::{Desired, ObjectId, RenderedObject};
@@ -99,6 +99,17 @@ pub async fn apply(
     ops: &[ApplyOp],
     instance: &For<'_>,
 ) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
+    apply_as(client, desired, ops, instance, FIELD_MANAGER).await
+}
+
+/// [`apply`] under another of the operator's field managers (a gateway's).
+pub async fn apply_as(
+    client: &Client,
+    desired: &Desired,
+    ops: &[ApplyOp],
+    instance: &For<'_>,
+    manager: &str,
+) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
     let mut fingerprints = BTreeMap::new();
     let mut waves: Vec<u8> = ops.iter().map(|op| op.id.kind.wave()).collect();
     waves.sort_unstable();
@@ -108,7 +119,7 @@ pub async fn apply(
             .iter()
             .filter(|op| op.id.kind.wave() == wave)
             .filter_map(|op| Some((op, desired.objects.iter().find(|o| o.id == op.id)?)))
-            .map(|(op, object)| apply_one(client, op, object, instance));
+            .map(|(op, object)| apply_one(client, op, object, instance, manager));
         let mut failures = Vec::new();
         for result in join_all(batch).await {
             match result {
@@ -160,6 +171,7 @@ async fn apply_one(
     op: &ApplyOp,
     object: &RenderedObject,
     instance: &For<'_>,
+    manager: &str,
 ) -> Result<(ObjectId, Option<String>), Failure> {
     let api = dynamic_api(client, &op.id);
     let fail = |verb, e: &kube::Error| Failure::from_kube(Stage::Apply, verb, &op.id, e);
@@ -168,7 +180,7 @@ async fn apply_one(
             .await
             .map_err(|e| fail("clear the address of", &e))?;
     }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(manager).force();
     let applied = if op.create {
         let mut body = object.body();
         body["metadata"]["resourceVersion"] = CREATE_ONLY_RESOURCE_VERSION.into();
@@ -209,7 +221,7 @@ async fn apply_one(
             .await
             .map_err(|e| fail("clear the address of", &e))?;
     }
-    Ok((op.id.clone(), owned_fields(&applied.metadata)))
+    Ok((op.id.clone(), owned_fields_by(&applied.metadata, manager)))
 }
 
 /// Removes the addresses an ingress controller wrote into an Ingress's status.

@@ -6,7 +6,9 @@ use kube::runtime::events::{Event, EventType, Recorder};
 
 use super::status::{Outcome, failure_reason};
 use crate::api::conditions::{READY, STALLED, STORAGE_CHANGE_PENDING, VALID, find};
-use crate::api::{ConditionStatus, KuraInstance, KuraInstanceStatus};
+use std::sync::Arc;
+
+use crate::api::{ConditionStatus, KuraInstanceStatus};
 use crate::context::Context;
 use crate::render::hash::short;
 
@@ -156,16 +158,16 @@ pub fn events_for(
 /// shown the first one's revision with a count of 2; and at a thousand
 /// instances that cache was megabytes of the operator's memory. Our Events
 /// mark transitions, each with its own note: there is nothing to fold.
-pub fn publish(ctx: &Context, instance: &KuraInstance, events: Vec<Event>) {
+pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, events: Vec<Event>) {
     if events.is_empty() {
         return;
     }
     let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
-    let reference = instance.object_ref(&());
+    let reference = object.object_ref(&());
     tokio::spawn(async move {
         for event in events {
             if let Err(e) = recorder.publish(&event, &reference).await {
-                tracing::warn!(namespace = ?reference.namespace, instance = ?reference.name, error = %e, reason = %event.reason, "could not publish event");
+                tracing::warn!(namespace = ?reference.namespace, kind = ?reference.kind, name = ?reference.name, error = %e, reason = %event.reason, "could not publish event");
             }
         }
     });

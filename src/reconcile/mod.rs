@@ -26,7 +26,7 @@ use kube::Api;
 use kube::runtime::controller::Action;
 
 use self::apply::Failure;
-use self::plan::{Plan, SETTLE, inputs_key};
+use self::plan::{Plan, SETTLE, inputs_key, until};
 use self::status::{Outcome, StatusInputs};
 use crate::api::KuraInstance;
 use crate::context::Context;
@@ -220,11 +220,4 @@ fn log_outcome(
         tracing::warn!(%namespace, instance = %name, error = %failure, "prune failed");
     }
     tracing::debug!(%namespace, instance = %name, outcome = outcome.label(), "reconciled");
-}
-
-fn until(at: Timestamp, now: Timestamp) -> Duration {
-    let d = at.duration_since(now);
-    Duration::try_from(d)
-        .unwrap_or_default()
-        .max(Duration::from_secs(1))
 }

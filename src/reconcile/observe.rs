@@ -2,14 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 
 use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::keys::{
-    ANNOTATION_ADOPT, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER, LABEL_MANAGED_BY,
-    MANAGED_BY_VALUE,
+    ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REAPPLY_AT,
+    ANNOTATION_REVISION, FIELD_MANAGER, LABEL_GATEWAY, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
 };
 use crate::kind::ChildKind;
 use crate::render::hash::hex_sha256;
@@ -57,7 +57,9 @@ pub fn observe(
             .id;
         stores.stateful_set(sts_id)
     });
-    let template = workload.as_ref().and_then(|sts| Some(&sts.spec.as_ref()?.template));
+    let template = workload
+        .as_ref()
+        .and_then(|sts| Some(&sts.spec.as_ref()?.template));
     let running_image = template.and_then(|t| {
         t.spec
             .as_ref()?
@@ -93,14 +95,20 @@ pub fn observe(
 }
 
 pub fn live_child(meta: &ObjectMeta, owner: Owner) -> LiveChild {
+    live_child_as(meta, owner, FIELD_MANAGER)
+}
+
+/// [`live_child`] of an object `manager` applies (a gateway's children have
+/// a field manager of their own).
+pub fn live_child_as(meta: &ObjectMeta, owner: Owner, manager: &str) -> LiveChild {
     LiveChild {
         revision: meta
             .annotations
             .as_ref()
             .and_then(|a| a.get(ANNOTATION_REVISION))
             .cloned(),
-        owned_fields: owned_fields(meta),
-        other_managers: other_managers(meta),
+        owned_fields: owned_fields_by(meta, manager),
+        other_managers: other_managers(meta, manager),
         owner,
         ingress_class: None,
     }
@@ -110,23 +118,18 @@ pub fn live_child(meta: &ObjectMeta, owner: Owner) -> LiveChild {
 /// the instance's uid is its controller owner reference: names are not proof
 /// (anyone may create an object of any name first), uids cannot be forged from
 /// another object. A gateway is shared, so it has no owner: it is ours when
-/// this operator created it (labelled, and applied by our field manager).
-pub fn owner(meta: &ObjectMeta, kind: ChildKind, instance_uid: &str, instance_name: &str) -> Owner {
-    if kind == ChildKind::KuraGateway {
-        let labelled = meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_MANAGED_BY))
-            .is_some_and(|v| v == MANAGED_BY_VALUE);
-        let applied_by_us = meta.managed_fields.iter().flatten().any(|m| {
-            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
-        });
-        return if labelled && applied_by_us {
-            Owner::Ours
-        } else {
-            Owner::Foreign("was not created by kura-operator".into())
-        };
+/// this operator created it (labelled, and applied by our field manager). A
+/// gateway's IngressClass is cluster-scoped, so it cannot be owned either: it
+/// is the gateway's (`owner_uid`, `owner_name`) when it carries its uid.
+pub fn owner(meta: &ObjectMeta, kind: ChildKind, owner_uid: &str, owner_name: &str) -> Owner {
+    match kind {
+        ChildKind::KuraGateway => gateway_owner(meta),
+        ChildKind::IngressClass => class_owner(meta, owner_uid, owner_name),
+        _ => controller_owner(meta, owner_uid, owner_name),
     }
+}
+
+fn controller_owner(meta: &ObjectMeta, instance_uid: &str, instance_name: &str) -> Owner {
     let controller = meta
         .owner_references
         .iter()
@@ -150,36 +153,106 @@ pub fn owner(meta: &ObjectMeta, kind: ChildKind, instance_uid: &str, instance_na
     }
 }
 
+fn labelled_managed(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_MANAGED_BY))
+        .is_some_and(|v| v == MANAGED_BY_VALUE)
+}
+
+/// A gateway is ours when the instances' field manager applied its spec: a
+/// status write (of any manager) or a label proves nothing.
+fn gateway_owner(meta: &ObjectMeta) -> Owner {
+    let applied_by_us = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|m| applied_by(m, FIELD_MANAGER));
+    if labelled_managed(meta) && applied_by_us {
+        Owner::Ours
+    } else {
+        Owner::Foreign("was not created by kura-operator".into())
+    }
+}
+
+fn class_owner(meta: &ObjectMeta, gateway_uid: &str, gateway_name: &str) -> Owner {
+    let annotated = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_GATEWAY_UID));
+    match annotated {
+        Some(uid) if !gateway_uid.is_empty() && uid == gateway_uid => Owner::Ours,
+        Some(uid) => Owner::Foreign(format!("belongs to another KuraGateway (uid {uid})")),
+        // An earlier release created it for this gateway, before classes
+        // carried the uid: labelled as the gateway's and applied by the
+        // operator (the class name, derived from the gateway's namespace and
+        // name, admits no other gateway).
+        None if labelled_managed(meta)
+            && meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_GATEWAY))
+                .is_some_and(|v| v == gateway_name)
+            && meta
+                .managed_fields
+                .iter()
+                .flatten()
+                .any(|m| applied_by(m, FIELD_MANAGER)) =>
+        {
+            Owner::Adopt
+        }
+        None => Owner::Foreign(format!(
+            "was not created by kura-operator for this gateway (it has no {ANNOTATION_GATEWAY_UID} annotation)"
+        )),
+    }
+}
+
 /// Other managers of the object's spec and metadata (status writers are not
 /// rivals: they own no field this operator renders).
-fn other_managers(meta: &ObjectMeta) -> Vec<String> {
+fn other_managers(meta: &ObjectMeta, manager: &str) -> Vec<String> {
     let mut names: Vec<String> = meta
         .managed_fields
         .iter()
         .flatten()
         .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
         .filter_map(|m| m.manager.clone())
-        .filter(|m| m != FIELD_MANAGER)
+        .filter(|m| m != manager)
         .collect();
     names.sort();
     names.dedup();
     names
 }
 
+/// An apply of the object itself (not a subresource) by `manager`.
+pub fn applied_by(entry: &ManagedFieldsEntry, manager: &str) -> bool {
+    entry.manager.as_deref() == Some(manager)
+        && entry.operation.as_deref() == Some("Apply")
+        && entry.subresource.as_deref().unwrap_or("").is_empty()
+}
+
 /// Fingerprint of the fields this operator's field manager owns (by apply). When
 /// another actor takes one of them (an Update or a forced Apply), it changes.
 pub fn owned_fields(meta: &ObjectMeta) -> Option<String> {
-    let entry = meta.managed_fields.as_ref()?.iter().find(|m| {
-        m.manager.as_deref() == Some(FIELD_MANAGER)
-            && m.operation.as_deref() == Some("Apply")
-            && m.subresource.as_deref().unwrap_or("").is_empty()
-    })?;
-    let fields = &entry.fields_v1.as_ref()?.0;
+    owned_fields_by(meta, FIELD_MANAGER)
+}
+
+/// [`owned_fields`] of another of the operator's field managers.
+pub fn owned_fields_by(meta: &ObjectMeta, manager: &str) -> Option<String> {
+    let entry = meta
+        .managed_fields
+        .as_ref()?
+        .iter()
+        .find(|m| applied_by(m, manager))?;
+    fingerprint(entry.fields_v1.as_ref()?)
+}
+
+/// A short hash of a managedFields entry's fields.
+pub fn fingerprint(fields: &FieldsV1) -> Option<String> {
     // The reflector caches keep only this fingerprint (controller.rs); a real
     // fieldsV1 is always an object.
-    if let serde_json::Value::String(fingerprint) = fields {
+    if let serde_json::Value::String(fingerprint) = &fields.0 {
         return Some(fingerprint.clone());
     }
-    let fields = serde_json::to_vec(fields).ok()?;
+    let fields = serde_json::to_vec(&fields.0).ok()?;
     Some(hex_sha256(&fields)[..16].to_string())
 }

@@ -15,6 +15,8 @@
 //! are pruned. An object of the desired name that this instance did not create
 //! is never sent: the instance reports the name conflict.
 
+pub mod drift;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -209,7 +211,7 @@ impl ApplyReason {
     }
 
     /// What the caches can show for a while after this process's own apply.
-    fn may_be_cache_lag(&self) -> bool {
+    pub fn may_be_cache_lag(&self) -> bool {
         matches!(
             self,
             ApplyReason::ChildMissing(_)
@@ -302,6 +304,14 @@ pub fn later(t: Timestamp, d: Duration) -> Timestamp {
     t.checked_add(d).unwrap_or(Timestamp::MAX)
 }
 
+/// How long from `now` until `at`, at least a second (a requeue).
+pub fn until(at: Timestamp, now: Timestamp) -> Duration {
+    let d = at.duration_since(now);
+    Duration::try_from(d)
+        .unwrap_or_default()
+        .max(Duration::from_secs(1))
+}
+
 /// A time read from status (anyone with access can write it): unparseable
 /// (or out of range) is absent, and a time in the future is taken as now, so
 /// that no status content can hold an instance back longer than the policy's
@@ -375,7 +385,7 @@ pub fn plan(
     if observed.paused {
         return Plan::Paused;
     }
-    let conflicts = name_conflicts(observed, desired);
+    let conflicts = drift::name_conflicts(&desired.objects, &observed.children);
     if !conflicts.is_empty() {
         return Plan::NameConflict(conflicts);
     }
@@ -426,17 +436,6 @@ pub fn plan(
     }
 }
 
-fn name_conflicts(observed: &Observed, desired: &Desired) -> Vec<String> {
-    desired
-        .objects
-        .iter()
-        .filter_map(|o| match &observed.children.get(&o.id)?.owner {
-            Owner::Foreign(whose) => Some(format!("{} exists and {whose}", o.id)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
     let status = &observed.status;
     let mut reasons = Vec::new();
@@ -457,21 +456,11 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
     if observed.force_token.is_some() && observed.force_token != status.last_handled_reapply_at {
         reasons.push(ApplyReason::Forced);
     }
-    for object in &desired.objects {
-        match observed.children.get(&object.id) {
-            None => reasons.push(ApplyReason::ChildMissing(object.id.to_string())),
-            Some(live) if live.owner == Owner::Adopt => {
-                reasons.push(ApplyReason::Adopted(object.id.to_string()))
-            }
-            Some(live) if live.revision.as_deref() != object.stamp() => {
-                reasons.push(ApplyReason::ChildRevision(object.id.to_string()))
-            }
-            Some(live) if fields_taken(observed, object, live) => reasons.push(
-                ApplyReason::FieldDrift(object.id.to_string(), live.other_managers.clone()),
-            ),
-            Some(_) => {}
-        }
-    }
+    reasons.extend(drift::child_reasons(
+        &desired.objects,
+        &observed.children,
+        &status.inventory,
+    ));
     for id in stale_objects(observed, desired) {
         reasons.push(ApplyReason::Stale(id.to_string()));
     }
@@ -489,18 +478,6 @@ fn workload(desired: &Desired) -> Option<&RenderedObject> {
         .find(|o| o.id.kind == ChildKind::StatefulSet)
 }
 
-/// The fingerprint of the fields this operator owns moved since its last apply
-/// of the object (as the inventory recorded it).
-fn fields_taken(observed: &Observed, object: &RenderedObject, live: &LiveChild) -> bool {
-    let recorded = observed
-        .status
-        .inventory
-        .iter()
-        .find(|e| ObjectId::from_inventory(e).as_ref() == Some(&object.id))
-        .and_then(|e| e.owned_fields.as_deref());
-    recorded.is_some() && live.owned_fields.as_deref() != recorded
-}
-
 fn objects_to_send(
     observed: &Observed,
     desired: &Desired,
@@ -515,26 +492,13 @@ fn objects_to_send(
     desired
         .objects
         .iter()
-        .filter_map(|o| {
+        .filter(|o| {
             let live = observed.children.get(&o.id);
-            let differs = match live {
-                None => true,
-                Some(l) => {
-                    l.owner == Owner::Adopt
-                        || l.revision.as_deref() != o.stamp()
-                        || fields_taken(observed, o, l)
-                        || (image_drift && o.id.kind == ChildKind::StatefulSet)
-                }
-            };
-            (everything || differs).then(|| ApplyOp {
-                id: o.id.clone(),
-                create: live.is_none(),
-                clear_address: live.is_some_and(|l| {
-                    let want = o.manifest.ingress_spec().map(|s| &s.ingress_class_name);
-                    l.ingress_class.is_some() && l.ingress_class.as_ref() != want
-                }),
-            })
+            everything
+                || drift::differs(o, live, &observed.status.inventory)
+                || (image_drift && o.id.kind == ChildKind::StatefulSet)
         })
+        .map(|o| drift::op(o, observed.children.get(&o.id)))
         .collect()
 }
 

@@ -153,21 +153,12 @@ fn inventory_after(
             .iter()
             .find(|e| ObjectId::from_inventory(e).as_ref() == Some(id))
     };
-    let mut inventory: Vec<InventoryEntry> = desired
-        .objects
-        .iter()
-        .map(|o| {
-            let owned = match fingerprints.get(&o.id) {
-                Some(sent) => sent.clone(),
-                None => observed
-                    .children
-                    .get(&o.id)
-                    .and_then(|live| live.owned_fields.clone())
-                    .or_else(|| previous(&o.id).and_then(|e| e.owned_fields.clone())),
-            };
-            o.id.inventory_entry(o.hash.clone(), owned)
-        })
-        .collect();
+    let mut inventory = super::plan::drift::inventory_after(
+        &desired.objects,
+        &observed.children,
+        &observed.status.inventory,
+        fingerprints,
+    );
     inventory.extend(remaining.iter().map(|id| {
         previous(id)
             .cloned()

@@ -17,8 +17,8 @@ use crate::api::conditions::{
     self, ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, STORAGE_CHANGE_PENDING, VALID,
 };
 use crate::api::{
-    Condition, ConditionStatus, GatewayStatus, InventoryEntry, KuraInstance, KuraInstanceStatus,
-    Phase, RetryStatus,
+    Condition, ConditionStatus, GatewayStatus, InventoryEntry, KuraGatewayStatus, KuraInstance,
+    KuraInstanceStatus, Phase, RetryStatus,
 };
 use crate::keys::FIELD_MANAGER;
 use crate::memory::TransientStreak;
@@ -418,13 +418,30 @@ fn activation_conditions(
 /// of any condition's status or reason, or of anything else is written at once.
 pub const MESSAGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// A status with conditions: an instance's or a gateway's.
+pub trait WithConditions: PartialEq + Clone {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+}
+
+impl WithConditions for KuraInstanceStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
+impl WithConditions for KuraGatewayStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
+
 /// Whether `new` must be written over `prev`, given how long ago this
-/// operator last wrote this instance's status (`None`: not since it started).
+/// operator last wrote this object's status (`None`: not since it started).
 /// An instance waiting on activation is looked at again within
 /// `ACTIVATION_RECHECK`, so a message held back now is written then.
-pub fn worth_writing(
-    prev: &KuraInstanceStatus,
-    new: &KuraInstanceStatus,
+pub fn worth_writing<S: WithConditions>(
+    prev: &S,
+    new: &S,
     since_last_write: Option<std::time::Duration>,
 ) -> bool {
     if new == prev {
@@ -459,10 +476,10 @@ pub fn changes(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> Vec<Strin
     out
 }
 
-fn only_messages_differ(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> bool {
-    let without_messages = |s: &KuraInstanceStatus| {
+fn only_messages_differ<S: WithConditions>(prev: &S, new: &S) -> bool {
+    let without_messages = |s: &S| {
         let mut s = s.clone();
-        for c in &mut s.conditions {
+        for c in s.conditions_mut() {
             c.message.clear();
         }
         s
@@ -476,19 +493,33 @@ pub async fn write(
     name: &str,
     status: &KuraInstanceStatus,
 ) -> Result<Option<String>, kube::Error> {
+    write_status(api, name, status, FIELD_MANAGER).await
+}
+
+/// The status of any of the operator's kinds, by server-side apply under
+/// `manager`; returns the object's resourceVersion after the write.
+pub async fn write_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &impl serde::Serialize,
+    manager: &str,
+) -> Result<Option<String>, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let body = serde_json::json!({
-        "apiVersion": "kura.dev/v1alpha1",
-        "kind": "KuraInstance",
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "status": status,
     });
     let written = api
         .patch_status(
             name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &PatchParams::apply(manager).force(),
             &Patch::Apply(&body),
         )
         .await?;
-    Ok(written.metadata.resource_version)
+    Ok(written.meta().resource_version.clone())
 }
 
 #[cfg(test)]

@@ -1,5 +1,10 @@
 //! Children of a `KuraGateway`: its IngressClass, ingress controller Deployment
 //! and Service. Pure, like the instance renderer.
+//!
+//! The class is named from the gateway's namespace and name, whatever the spec
+//! says (the gateway controller reports a spec that names another), and
+//! carries the gateway's uid: cluster-scoped, it can have no owner reference,
+//! and the uid is what says whose it is.
 
 use super::Desired;
 use super::kinds::*;
@@ -57,16 +62,20 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
             controller: true,
             kind: "KuraGateway",
             name: name.clone(),
-            uid,
+            uid: uid.clone(),
         }],
     };
-    // Cluster-scoped: no owner reference is possible; the gateway's finalizer removes it.
+    let class_name = crate::names::gateway_ingress_class(&namespace, &name);
+    // Cluster-scoped: no owner reference is possible. The uid says whose it
+    // is; the gateway controller collects it once no gateway has that uid.
+    let mut class_labels = labels.clone();
+    class_labels.insert(LABEL_GATEWAY_NAMESPACE, namespace.clone());
     let ingress_class = Manifest {
         kind: ChildKind::IngressClass,
         metadata: ObjectMeta {
-            annotations: None,
-            labels: labels.clone(),
-            name: spec.ingress_class_name.clone(),
+            annotations: Some([(ANNOTATION_GATEWAY_UID, uid.clone())].into()),
+            labels: class_labels,
+            name: class_name.clone(),
             namespace: None,
             owner_references: Vec::new(),
         },
@@ -76,7 +85,7 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
     };
     let container = GatewayContainer {
         args: vec![
-            format!("--ingress-class={}", spec.ingress_class_name),
+            format!("--ingress-class={class_name}"),
             format!("--controller-class={}", spec.controller),
             format!("--watch-namespace={namespace}"),
             format!("--publish-service={namespace}/{name}"),

@@ -46,7 +46,7 @@ fn example_gateway() -> crate::api::KuraGateway {
         crate::api::KuraGatewaySpec {
             account: "globex".into(),
             region: "eu-west-1".into(),
-            ingress_class_name: "kura-globex-eu-west-1".into(),
+            ingress_class_name: "kura-gw.kura.globex-eu-west-1".into(),
             controller: "k8s.io/ingress-nginx".into(),
             image: "registry.k8s.io/ingress-nginx/controller:v1.11.2".into(),
             replicas: 2,

@@ -20,6 +20,7 @@ mod deletion;
 mod drift;
 mod failures;
 mod founding_incident;
+mod gateways;
 mod gc_safety;
 mod idle;
 mod image_drift;

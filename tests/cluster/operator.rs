@@ -34,6 +34,11 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     /// Names this operator's files when several run in one namespace.
     pub replica: Option<String>,
+    /// Watch every namespace (no `--namespace`): only on a control plane of
+    /// the test's own, where no other test's instances live.
+    pub all_namespaces: bool,
+    /// `--resync` (3s when absent: the tests' default).
+    pub resync: Option<String>,
 }
 
 impl Operator {
@@ -107,13 +112,17 @@ impl Operator {
             .append(true)
             .open(&self.log_path)
             .unwrap();
+        let scope = if self.options.all_namespaces {
+            Vec::new()
+        } else {
+            vec!["--namespace", self.namespace.as_str()]
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_kura-operator"))
+            .arg("run")
+            .args(scope)
             .args([
-                "run",
-                "--namespace",
-                &self.namespace,
                 "--resync",
-                "3s",
+                self.options.resync.as_deref().unwrap_or("3s"),
                 "--metrics-addr",
                 &format!("127.0.0.1:{}", self.metrics_port),
             ])

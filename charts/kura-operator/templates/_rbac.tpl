@@ -20,11 +20,12 @@ from workload status), never PersistentVolumeClaims (data is never deleted).
   resources: ["kurainstances/finalizers"]
   verbs: ["update"]
 # Dedicated gateways: rendered by the instance controller, reconciled by the
-# gateway controller, deleted when no instance references them; update removes
-# the gateway's finalizer once its IngressClass is gone.
+# gateway controller, deleted when nothing of their namespace uses them (only
+# those the operator created); get, to confirm before collecting a class that
+# its gateway is gone; patch also removes the finalizer of earlier releases.
 - apiGroups: ["kura.dev"]
   resources: ["kuragateways"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["kura.dev"]
   resources: ["kuragateways/status"]
   verbs: ["get", "patch", "update"]

@@ -1,0 +1,302 @@
+//! Collection (I/O): who uses a gateway, deleting a gateway the operator
+//! created once nothing uses it, and the sweep of IngressClasses whose gateway
+//! is gone. A deletion acts on live reads, never on a cache alone.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use kube::runtime::events::{Event, EventType};
+
+use crate::api::{KuraGateway, KuraInstance};
+use crate::config::OperatorConfig;
+use crate::context::Context;
+use crate::keys::{
+    ANNOTATION_GATEWAY_UID, LABEL_GATEWAY, LABEL_GATEWAY_NAMESPACE, LABEL_MANAGED_BY,
+    MANAGED_BY_VALUE,
+};
+use crate::kind::ChildKind;
+use crate::names;
+use crate::reconcile::apply::{Failure, Stage};
+use crate::reconcile::prune::{gateway_user, ingress_classes};
+use crate::reconcile::stores::Stores;
+use crate::render::ObjectId;
+
+fn identity(gw: &KuraGateway) -> (&str, &str) {
+    (
+        gw.metadata.namespace.as_deref().unwrap_or_default(),
+        gw.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The first user of `instances` (in name order, so that the answer is
+/// stable) and then of `ingresses`.
+fn first_user(
+    gw: &KuraGateway,
+    instances: &[Arc<KuraInstance>],
+    ingresses: &[(String, String)],
+    config: &OperatorConfig,
+) -> Option<String> {
+    let (namespace, name) = identity(gw);
+    // The class the gateway serves, not whatever its spec names.
+    let class = names::gateway_ingress_class(namespace, name);
+    let mut instances: Vec<&Arc<KuraInstance>> = instances
+        .iter()
+        .filter(|i| i.metadata.namespace.as_deref() == Some(namespace))
+        .collect();
+    instances.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let used_by_instance = instances.into_iter().find_map(|i| {
+        gateway_user(
+            name,
+            &class,
+            namespace,
+            std::slice::from_ref(i.as_ref()),
+            &[],
+            "",
+            config,
+        )
+    });
+    used_by_instance.or_else(|| gateway_user(name, &class, namespace, &[], ingresses, "", config))
+}
+
+/// Who uses the gateway according to the caches (the operator's own Ingresses only).
+pub fn cached_user(gw: &KuraGateway, stores: &Stores, config: &OperatorConfig) -> Option<String> {
+    let (namespace, _) = identity(gw);
+    let mut ingresses: Vec<(String, String)> = stores
+        .ingresses
+        .state()
+        .iter()
+        .filter(|i| i.metadata.namespace.as_deref() == Some(namespace))
+        .filter_map(|i| {
+            let class = i.spec.as_ref()?.ingress_class_name.clone()?;
+            Some((i.metadata.name.clone()?, class))
+        })
+        .collect();
+    ingresses.sort();
+    first_user(gw, &stores.instances.state(), &ingresses, config)
+}
+
+/// Who uses the gateway according to live lists of its namespace's instances
+/// and Ingresses (anyone's: a hand-made Ingress on its class uses it too).
+pub async fn live_user(
+    client: &Client,
+    gw: &KuraGateway,
+    config: &OperatorConfig,
+) -> Result<Option<String>, Failure> {
+    let (namespace, name) = identity(gw);
+    let id = ObjectId {
+        kind: ChildKind::KuraGateway,
+        namespace: Some(namespace.to_string()),
+        name: name.to_string(),
+    };
+    let fail = |verb, e: &kube::Error| Failure::from_kube(Stage::Prune, verb, &id, e);
+    let instances: Vec<Arc<KuraInstance>> =
+        Api::<KuraInstance>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| fail("list instances for", &e))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+    let ingresses = ingress_classes(client, namespace, "")
+        .await
+        .map_err(|e| fail("list ingresses for", &e))?;
+    Ok(first_user(gw, &instances, &ingresses, config))
+}
+
+/// Deletes a gateway nothing uses (only this very object: a uid precondition),
+/// with an Event that says why. Its Deployment and Service go with it (owner
+/// references); its class is collected by [`sweep`].
+pub async fn collect(ctx: &Context, gw: &Arc<KuraGateway>) -> Result<(), Failure> {
+    let (namespace, name) = identity(gw);
+    let id = ObjectId {
+        kind: ChildKind::KuraGateway,
+        namespace: Some(namespace.to_string()),
+        name: name.to_string(),
+    };
+    let note = format!("no KuraInstance or Ingress of {namespace} uses it: deleting it");
+    tracing::info!(%namespace, gateway = %name, "{note}");
+    crate::reconcile::events::publish(
+        ctx,
+        gw,
+        vec![Event {
+            type_: EventType::Normal,
+            reason: "Collected".into(),
+            note: Some(note),
+            action: "Collect".into(),
+            secondary: None,
+        }],
+    );
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: gw.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match Api::<KuraGateway>::namespaced(ctx.client.clone(), namespace)
+        .delete(name, &params)
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Gone already, or replaced by another gateway of the name.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(Failure::from_kube(Stage::Prune, "delete", &id, &e)),
+    }
+}
+
+/// A class the operator created for a gateway: (the gateway's namespace,
+/// name, uid), from the class's own labels and annotation.
+fn gateway_of(class: &IngressClass) -> Option<(&str, &str, &str)> {
+    let labels = class.metadata.labels.as_ref()?;
+    if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY_VALUE) {
+        return None;
+    }
+    Some((
+        labels.get(LABEL_GATEWAY_NAMESPACE)?,
+        labels.get(LABEL_GATEWAY)?,
+        class
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(ANNOTATION_GATEWAY_UID)?,
+    ))
+}
+
+/// The gateway a class event concerns, to reconcile it (a deleted class is
+/// created again).
+pub fn class_owner(class: &IngressClass) -> Option<(String, String)> {
+    let labels = class.metadata.labels.as_ref()?;
+    Some((
+        labels.get(LABEL_GATEWAY_NAMESPACE)?.clone(),
+        labels.get(LABEL_GATEWAY)?.clone(),
+    ))
+}
+
+/// Deletes every class the operator created for a gateway (in `namespace`,
+/// when the operator watches one) whose gateway no longer exists: its uid is
+/// on no cached gateway, and a live read of the gateway it names finds none,
+/// or another object of the name. Classes without the uid (made by hand, or
+/// by an earlier release) are never candidates. Returns the classes deleted.
+pub async fn sweep(ctx: &Context, namespace: Option<&str>) -> Vec<String> {
+    let live: HashSet<String> = ctx
+        .stores
+        .gateways
+        .state()
+        .iter()
+        .filter_map(|g| g.metadata.uid.clone())
+        .collect();
+    let classes = Api::<IngressClass>::all(ctx.client.clone());
+    let mut deleted = Vec::new();
+    for class in ctx.stores.ingress_classes.state() {
+        let Some((gw_namespace, gw_name, uid)) = gateway_of(&class) else {
+            continue;
+        };
+        if live.contains(uid) || namespace.is_some_and(|n| n != gw_namespace) {
+            continue;
+        }
+        let gateways = Api::<KuraGateway>::namespaced(ctx.client.clone(), gw_namespace);
+        let gone = match gateways.get_opt(gw_name).await {
+            Ok(found) => found.is_none_or(|g| g.metadata.uid.as_deref() != Some(uid)),
+            Err(e) => {
+                tracing::warn!(namespace = %gw_namespace, gateway = %gw_name, error = %e, "cannot read the gateway of an IngressClass; the sweep retries later");
+                false
+            }
+        };
+        let Some(class_name) = class.metadata.name.clone().filter(|_| gone) else {
+            continue;
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: class.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match classes.delete(&class_name, &params).await {
+            Ok(_) => {
+                tracing::info!(class = %class_name, namespace = %gw_namespace, gateway = %gw_name, "deleted the IngressClass of a deleted gateway");
+                deleted.push(class_name);
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(class = %class_name, error = %e, "cannot delete the IngressClass of a deleted gateway; the sweep retries later")
+            }
+        }
+    }
+    deleted
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::first_user;
+    use crate::api::{KuraGateway, KuraInstance};
+    use crate::config::OperatorConfig;
+
+    const CONFIG: &str = "regions:\n  r1:\n    network: cloud\n    sharedIngressClass: shared\n    domain: kura.test\n";
+
+    fn instance(namespace: &str, name: &str, account: &str) -> Arc<KuraInstance> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"account": account, "region": "r1", "image": "k:1", "storage": {"size": "1Gi"}},
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn gateway(namespace: &str) -> KuraGateway {
+        let name = crate::names::gateway("acme", "r1");
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kura.dev/v1alpha1", "kind": "KuraGateway",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"account": "acme", "region": "r1", "controller": "c", "image": "g:1",
+                     "ingressClassName": crate::names::gateway_ingress_class(namespace, &name)},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_instances_of_the_gateways_namespace_use_it() {
+        let config = OperatorConfig::parse(CONFIG).unwrap();
+        let elsewhere = [instance("b", "x", "acme")];
+        assert_eq!(first_user(&gateway("a"), &elsewhere, &[], &config), None);
+        let here = [instance("b", "x", "acme"), instance("a", "y", "acme")];
+        assert_eq!(
+            first_user(&gateway("a"), &here, &[], &config).as_deref(),
+            Some("KuraInstance y")
+        );
+    }
+
+    /// The first user by name, whatever the cache's order: a stable condition.
+    #[test]
+    fn the_user_named_is_the_first_by_name() {
+        let config = OperatorConfig::parse(CONFIG).unwrap();
+        let users = [instance("a", "zed", "acme"), instance("a", "amy", "acme")];
+        assert_eq!(
+            first_user(&gateway("a"), &users, &[], &config).as_deref(),
+            Some("KuraInstance amy")
+        );
+    }
+
+    #[test]
+    fn an_ingress_on_the_class_the_gateway_serves_uses_it_not_one_on_the_class_its_spec_names() {
+        let config = OperatorConfig::parse(CONFIG).unwrap();
+        let mut gw = gateway("a");
+        let served = gw.spec.ingress_class_name.clone();
+        gw.spec.ingress_class_name = "kura-gw.other.x".into();
+        let on_spec = [("i".to_string(), "kura-gw.other.x".to_string())];
+        assert_eq!(first_user(&gw, &[], &on_spec, &config), None);
+        let on_served = [("i".to_string(), served)];
+        assert_eq!(
+            first_user(&gw, &[], &on_served, &config).as_deref(),
+            Some("Ingress i")
+        );
+    }
+}

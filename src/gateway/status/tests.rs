@@ -1,0 +1,169 @@
+//! Gateway status and Events, computed from outcomes.
+
+use jiff::Timestamp;
+
+use super::*;
+use crate::reconcile::apply::Stage;
+use crate::render::gateway::render_gateway;
+use crate::validate::FieldError;
+
+fn desired() -> Desired {
+    let mut gw = crate::api::KuraGateway::new(
+        "gw-acme",
+        crate::api::KuraGatewaySpec {
+            account: "acme".into(),
+            region: "r1".into(),
+            ingress_class_name: "kura-gw.ns.gw-acme".into(),
+            controller: "example.com/c".into(),
+            image: "registry.example/gw:1".into(),
+            replicas: 1,
+        },
+    );
+    gw.metadata.namespace = Some("ns".into());
+    gw.metadata.uid = Some("u-1".into());
+    render_gateway(&gw)
+}
+
+fn now() -> Timestamp {
+    "2026-01-01T00:10:00Z".parse().unwrap()
+}
+
+fn compute_for(
+    observed: &Observed,
+    d: &Desired,
+    outcome: &Outcome,
+    user: Option<&str>,
+) -> KuraGatewayStatus {
+    compute(&StatusInputs {
+        observed,
+        desired: Some(d),
+        outcome,
+        user,
+        policy: &RetryPolicy::default(),
+        now: now(),
+    })
+}
+
+fn cond<'a>(s: &'a KuraGatewayStatus, t: &str) -> &'a Condition {
+    find(&s.conditions, t).unwrap_or_else(|| panic!("no {t} in {:?}", s.conditions))
+}
+
+#[test]
+fn an_apply_records_revision_and_inventory_and_says_ready() {
+    let d = desired();
+    let observed = Observed {
+        managed: true,
+        ..Default::default()
+    };
+    let outcome = Outcome::Applied {
+        reasons: vec![ApplyReason::Initial],
+        sent: vec!["Service ns/gw-acme".into()],
+        released: vec![],
+        inventory: d.inventory(),
+    };
+    let s = compute_for(&observed, &d, &outcome, Some("KuraInstance a"));
+    assert_eq!(s.applied_revision.as_deref(), Some(d.revision.as_str()));
+    assert_eq!(s.inventory.len(), 3);
+    assert_eq!(cond(&s, READY).status, ConditionStatus::True);
+    assert!(cond(&s, READY).message.contains("kura-gw.ns.gw-acme"));
+    assert_eq!(cond(&s, MANAGED).status, ConditionStatus::True);
+    assert_eq!(cond(&s, IN_USE).message, "used by KuraInstance a");
+    let events = events_for(&observed.status, &s, &outcome);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].reason, "Applied");
+}
+
+#[test]
+fn the_same_state_computed_again_writes_nothing() {
+    let d = desired();
+    let observed = Observed::default();
+    let first = compute_for(&observed, &d, &Outcome::Converged, Some("KuraInstance a"));
+    let again = Observed {
+        status: first.clone(),
+        ..Default::default()
+    };
+    let second = compute_for(&again, &d, &Outcome::Converged, Some("KuraInstance a"));
+    assert!(!crate::reconcile::status::worth_writing(
+        &first, &second, None
+    ));
+}
+
+#[test]
+fn a_hand_made_gateway_says_it_is_never_collected() {
+    let d = desired();
+    let s = compute_for(&Observed::default(), &d, &Outcome::Converged, None);
+    let managed = cond(&s, MANAGED);
+    assert_eq!(managed.status, ConditionStatus::False);
+    assert!(managed.message.contains("never collected"));
+    assert_eq!(cond(&s, IN_USE).status, ConditionStatus::False);
+}
+
+#[test]
+fn an_invalid_spec_is_reported_once_naming_the_field() {
+    let d = desired();
+    let errors = ValidationErrors(vec![FieldError::new(
+        "spec.ingressClassName",
+        "not this gateway's class",
+    )]);
+    let outcome = Outcome::Invalid(errors);
+    let observed = Observed::default();
+    let s = compute_for(&observed, &d, &outcome, None);
+    assert_eq!(cond(&s, VALID).status, ConditionStatus::False);
+    assert!(
+        cond(&s, VALID)
+            .message
+            .starts_with("spec.ingressClassName: ")
+    );
+    assert_eq!(cond(&s, READY).status, ConditionStatus::False);
+    let events = events_for(&observed.status, &s, &outcome);
+    assert_eq!(events[0].reason, "InvalidSpec");
+    assert!(
+        events_for(&s, &s, &outcome).is_empty(),
+        "not again while unchanged"
+    );
+}
+
+#[test]
+fn a_rejected_apply_counts_against_the_budget_and_a_name_conflict_stalls() {
+    let d = desired();
+    let failure = Failure {
+        stage: Stage::Apply,
+        class: FailureClass::Rejected,
+        object: "Deployment ns/gw-acme".into(),
+        verb: "apply",
+        code: Some(422),
+        message: "invalid".into(),
+    };
+    let outcome = Outcome::ApplyFailed {
+        reasons: vec![],
+        failure,
+    };
+    let s = compute_for(&Observed::default(), &d, &outcome, Some("i"));
+    assert_eq!(s.retry.as_ref().unwrap().failures, 1);
+    assert_eq!(cond(&s, STALLED).status, ConditionStatus::False);
+    assert_eq!(cond(&s, RECONCILING).status, ConditionStatus::True);
+    let conflict = Outcome::NameConflict(vec![
+        "IngressClass x exists and belongs to another KuraGateway".into(),
+    ]);
+    let s = compute_for(&Observed::default(), &d, &conflict, Some("i"));
+    assert_eq!(cond(&s, STALLED).status, ConditionStatus::True);
+    assert_eq!(cond(&s, READY).reason, "NameConflict");
+    let events = events_for(&KuraGatewayStatus::default(), &s, &conflict);
+    assert_eq!(events[0].reason, "NameConflict");
+}
+
+#[test]
+fn a_move_to_the_gateways_field_manager_is_on_record() {
+    let d = desired();
+    let outcome = Outcome::Applied {
+        reasons: vec![],
+        sent: vec!["Deployment ns/gw-acme".into()],
+        released: vec!["Deployment ns/gw-acme".into()],
+        inventory: d.inventory(),
+    };
+    let observed = Observed::default();
+    let s = compute_for(&observed, &d, &outcome, Some("i"));
+    let events = events_for(&observed.status, &s, &outcome);
+    assert!(events.iter().any(|e| e.reason == "FieldManagerMigrated"
+        && e.note.as_deref().unwrap().contains("kura-operator-gateway")));
+}
