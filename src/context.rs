@@ -30,6 +30,11 @@ pub struct Context {
     /// then does anything reconcile.
     pub leader: watch::Receiver<LeaderState>,
     pub faults: Faults,
+    /// Instances to reconcile now: the next in line of the rollout budget
+    /// (`reconcile::budget::wake_next`).
+    pub wake: tokio::sync::mpsc::UnboundedSender<
+        kube::runtime::reflector::ObjectRef<crate::api::KuraInstance>,
+    >,
     /// What this process remembers per instance between reconciles.
     pub memory: Memory,
     /// The same, per gateway.

@@ -424,11 +424,13 @@ pub async fn caches_synced(stores: &Stores) {
 }
 
 /// The instance controller. Returns when `shutdown` resolves. `reconcile_all`
-/// ticks on a configuration change and when this process starts leading.
+/// ticks on a configuration change and when this process starts leading;
+/// `wake` names instances to reconcile now (the rollout budget's next in line).
 pub fn instance_controller(
     streams: Streams,
     ctx: Arc<Context>,
     reconcile_all: impl Stream<Item = ()> + Send + 'static,
+    wake: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
@@ -460,6 +462,9 @@ pub fn instance_controller(
             instances_using(&by_class, None, |s| s.ingress_class_name == name)
         })
         .reconcile_all_on(reconcile_all)
+        .reconcile_on(futures::stream::unfold(wake, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        }))
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown);
     controller

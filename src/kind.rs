@@ -88,6 +88,13 @@ impl ChildKind {
         }
     }
 
+    /// Its content is in the pod-template hash (the workload, and the
+    /// configuration file its pods mount): a change of it restarts pods, so
+    /// an operator-originated one waits for the rollout budget.
+    pub const fn restarts_pods(self) -> bool {
+        matches!(self, ChildKind::StatefulSet | ChildKind::ConfigMap)
+    }
+
     /// The kind of an `apiVersion` and `kind` pair (as found in a status
     /// inventory, which anyone with access can write), if it is one of ours.
     pub fn parse(api_version: &str, kind: &str) -> Option<ChildKind> {

@@ -37,6 +37,11 @@ struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabel {
     phase: String,
 }
@@ -51,6 +56,7 @@ pub struct Metrics {
     failures: Family<FailureLabels, Counter>,
     instances: Family<PhaseLabel, Gauge>,
     stalled: Gauge,
+    rollout: Family<StateLabel, Gauge>,
     leader: Gauge,
     config_valid: Gauge,
     config_reloads: Family<ResultLabel, Counter>,
@@ -70,6 +76,7 @@ impl Default for Metrics {
         let failures = Family::<FailureLabels, Counter>::default();
         let instances = Family::<PhaseLabel, Gauge>::default();
         let stalled = Gauge::default();
+        let rollout = Family::<StateLabel, Gauge>::default();
         let leader = Gauge::default();
         let config_valid = Gauge::default();
         let config_reloads = Family::<ResultLabel, Counter>::default();
@@ -115,6 +122,11 @@ impl Default for Metrics {
             stalled.clone(),
         );
         registry.register(
+            "rollout_instances",
+            "KuraInstances in an operator-originated rollout by state (waiting: for the budget; held: its rollout halted; admitted: rolling out; failed: admitted and not Ready within rollout.progressDeadline), from the cache at scrape time",
+            rollout.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this process leads (or runs without leader election), 0 on standby",
             leader.clone(),
@@ -139,6 +151,7 @@ impl Default for Metrics {
             failures,
             instances,
             stalled,
+            rollout,
             leader,
             config_valid,
             config_reloads,
@@ -234,10 +247,43 @@ impl Metrics {
             stalled += i64::from(is_stalled);
         }
         self.stalled.set(stalled);
+        let mut by_state = [("waiting", 0), ("held", 0), ("admitted", 0), ("failed", 0)];
+        for i in instances {
+            if let Some(state) = i.status.as_ref().and_then(rollout_state) {
+                for (name, n) in &mut by_state {
+                    if *name == state {
+                        *n += 1;
+                    }
+                }
+            }
+        }
+        for (state, n) in by_state {
+            self.rollout.get_or_create(&StateLabel { state }).set(n);
+        }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
+}
+
+/// Where an instance stands in an operator-originated rollout, from its status.
+fn rollout_state(status: &crate::api::KuraInstanceStatus) -> Option<&'static str> {
+    use crate::api::RolloutState;
+    use crate::api::conditions::{ROLLOUT_FAILED, ROLLOUT_HELD};
+    let record = status.rollout.as_ref()?;
+    Some(match record.state {
+        RolloutState::Admitted if conditions::is_true(&status.conditions, ROLLOUT_FAILED) => {
+            "failed"
+        }
+        RolloutState::Admitted => "admitted",
+        RolloutState::Waiting
+            if conditions::find(&status.conditions, ROLLOUT_HELD)
+                .is_some_and(|c| c.reason == "RolloutHalted") =>
+        {
+            "held"
+        }
+        RolloutState::Waiting => "waiting",
+    })
 }
 
 pub struct ReconcileTimer {
@@ -328,6 +374,7 @@ mod tests {
                     ..PruneOutcome::default()
                 },
                 streak: None,
+                held: None,
             },
             None,
         );

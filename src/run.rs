@@ -184,6 +184,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leading: false,
         healthy: true,
     });
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let ctx = Arc::new(Context {
         client: client.clone(),
         stores: streams.stores.clone(),
@@ -199,6 +200,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         metrics: probes.metrics.clone(),
         leader: leader_rx.clone(),
         faults: Faults::from_env(),
+        wake: wake_tx,
         memory: Default::default(),
         gateway_memory: Default::default(),
     });
@@ -215,6 +217,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         streams,
         ctx.clone(),
         futures::stream::select(config_changed, started_leading(leader_rx.clone())),
+        wake_rx,
         args.concurrency,
         stopped(stop_rx.clone()),
     );

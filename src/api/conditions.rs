@@ -36,6 +36,12 @@ pub const ACTIVE: &str = "Active";
 pub const VALID: &str = "Valid";
 /// Specific: another field manager took a field this operator renders.
 pub const FIELD_CONFLICT: &str = "FieldConflict";
+/// Specific: an operator-originated change that restarts pods waits for the
+/// fleet's rollout budget, or its rollout was halted (`crate::rollout`).
+pub const ROLLOUT_HELD: &str = "RolloutHeld";
+/// Specific: admitted to an operator-originated rollout and not Ready within
+/// `rollout.progressDeadline`.
+pub const ROLLOUT_FAILED: &str = "RolloutFailed";
 /// Specific: the storage asked for differs from what the live StatefulSet was
 /// created with, which it keeps (`reconcile::storage`).
 pub const STORAGE_CHANGE_PENDING: &str = "StorageChangePending";

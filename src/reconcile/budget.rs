@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::plan::Observed;
+use super::plan::{BudgetView, Observed};
 use crate::api::KuraInstance;
 use crate::api::conditions::{READY, is_true};
 use crate::config::OperatorConfig;
@@ -75,6 +75,35 @@ pub fn fleet(instances: &[Arc<KuraInstance>], config: &OperatorConfig, now: Time
     )
 }
 
+/// The budget as it concerns this reconcile: whether the desired revision is
+/// budgeted, and if so (and not admitted to it yet) the fleet's answer. The
+/// fleet is scanned only then: a converged pass costs nothing.
+pub fn view(
+    instance: &KuraInstance,
+    observed: &Observed,
+    desired: Option<&Desired>,
+    instances: impl FnOnce() -> Vec<Arc<KuraInstance>>,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> BudgetView {
+    let Some(desired) = desired else {
+        return BudgetView::default();
+    };
+    if !budgeted(observed, desired) {
+        return BudgetView::default();
+    }
+    let admitted = observed.status.rollout.as_ref().is_some_and(|r| {
+        r.state == crate::api::RolloutState::Admitted && r.revision == desired.revision
+    });
+    BudgetView {
+        budgeted: true,
+        admission: (!admitted).then(|| {
+            let fleet = fleet(&instances(), config, now);
+            admission(instance, observed, &fleet, config)
+        }),
+    }
+}
+
 /// The decision for `instance` (with the status this reconcile decides from).
 pub fn admission(
     instance: &KuraInstance,
@@ -88,4 +117,16 @@ pub fn admission(
         rollout: observed.status.rollout.clone(),
     };
     rollout::admit(&me, fleet, &config.rollout.max_unavailable)
+}
+
+/// Wakes the waiting instances that may go now: called when an instance left
+/// the budget (a slot is free). The fallback is each waiting instance's own
+/// requeue.
+pub fn wake_next(ctx: &crate::context::Context, config: &OperatorConfig, now: Timestamp) {
+    let instances = ctx.stores.instances.state();
+    let fleet = fleet(&instances, config, now);
+    for key in rollout::next_in_line(&fleet, &config.rollout.max_unavailable) {
+        let target = kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace);
+        let _ = ctx.wake.send(target);
+    }
 }

@@ -5,7 +5,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use super::status::{Outcome, failure_reason};
-use crate::api::conditions::{READY, STALLED, STORAGE_CHANGE_PENDING, VALID, find};
+use crate::api::conditions::{READY, ROLLOUT_FAILED, STALLED, STORAGE_CHANGE_PENDING, VALID, find};
 use std::sync::Arc;
 
 use crate::api::{ConditionStatus, KuraInstanceStatus};
@@ -51,18 +51,30 @@ pub fn events_for(
             reasons,
             sent,
             pruned,
+            held,
             ..
         } => {
             let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
             let rev = short(new.applied_revision.as_deref().unwrap_or_default());
-            let note = if sent.is_empty() {
+            let origin = match new.applied_origin {
+                Some(crate::rollout::Origin::Operator) => "operator configuration or release",
+                _ => "spec or force",
+            };
+            let note = if held.is_some() {
                 format!(
-                    "revision {rev} recorded, every object already carried it: {}",
+                    "applied what restarts no pod of revision {} ({}), the rest waits for the rollout budget: {}",
+                    short(new.desired_revision.as_deref().unwrap_or_default()),
+                    sent.join(", "),
+                    why.join(", ")
+                )
+            } else if sent.is_empty() {
+                format!(
+                    "revision {rev} recorded, every object already carried it ({origin}): {}",
                     why.join(", ")
                 )
             } else {
                 format!(
-                    "applied revision {rev} ({}): {}",
+                    "applied revision {rev} from the {origin} ({}): {}",
                     sent.join(", "),
                     why.join(", ")
                 )
@@ -136,6 +148,12 @@ pub fn events_for(
         && storage(prev) != Some(pending.clone())
     {
         out.push(ev(EventType::Warning, "StorageChangePending", pending));
+    }
+    if turned(ROLLOUT_FAILED, ConditionStatus::True) {
+        let msg = find(&new.conditions, ROLLOUT_FAILED)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        out.push(ev(EventType::Warning, "RolloutFailed", msg));
     }
     if turned(READY, ConditionStatus::True) {
         out.push(ev(

@@ -75,6 +75,25 @@ impl Error {
 /// While waiting for activation, look again this often (watch events on the
 /// workload and ingresses usually come sooner).
 const ACTIVATION_RECHECK: Duration = Duration::from_secs(15);
+/// A waiting instance is woken when a slot frees (`budget::wake_next`); this
+/// is the fallback.
+const WAITING_RECHECK: Duration = Duration::from_secs(30);
+/// After its admission is recorded, an instance applies on the next pass.
+const ADMITTED_RECHECK: Duration = Duration::from_millis(100);
+
+/// An instance admitted to a rollout left it (Ready again, or a newer change
+/// superseded it): a slot of the budget is free.
+fn left_the_budget(
+    prev: &crate::api::KuraInstanceStatus,
+    new: &crate::api::KuraInstanceStatus,
+) -> bool {
+    let admitted = |s: &crate::api::KuraInstanceStatus| {
+        s.rollout
+            .as_ref()
+            .is_some_and(|r| r.state == crate::api::RolloutState::Admitted)
+    };
+    admitted(prev) && !admitted(new)
+}
 
 pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result<Action, Error> {
     let (Some(name), Some(namespace)) = (
@@ -103,6 +122,14 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         .as_ref()
         .map(|d| inputs_key(&d.revision, observed.force_token.as_deref()));
     observed.just_applied = key.is_some() && recall.recently_applied == key;
+    observed.budget = budget::view(
+        &instance,
+        &observed,
+        desired.as_ref(),
+        || ctx.stores.instances.state(),
+        &config,
+        now,
+    );
     let decision = plan::plan(
         &observed,
         desired
@@ -121,10 +148,14 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
         Plan::Converged => (Outcome::Converged, ctx.resync),
         Plan::Settling => (Outcome::Converged, SETTLE),
+        // Recorded first, applied on the pass that follows at once.
+        Plan::Admit => (Outcome::Admitted, ADMITTED_RECHECK),
+        Plan::Held(admission) => (Outcome::Held(admission), WAITING_RECHECK),
         Plan::Apply {
             reasons,
             apply,
             prune,
+            held,
             ..
         } => {
             let desired = desired
@@ -141,6 +172,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
                     apply,
                     prune,
                     key,
+                    held,
                 },
                 now,
             )
@@ -166,6 +198,16 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         outcome: &outcome,
         activation: activation.as_ref(),
         pending_storage: pending_storage.as_ref(),
+        rollout: status::RolloutInputs {
+            origin: budget::origin(&observed),
+            fleet_revision: &config.fleet_revision(),
+            deadline: config.rollout.deadline(),
+            uncounted: observed.budget.budgeted
+                && matches!(
+                    observed.budget.admission,
+                    Some(crate::rollout::Admission::Admit { counted: false })
+                ),
+        },
         policy: &ctx.policy,
         now,
     });
@@ -187,6 +229,9 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         tracing::debug!(%namespace, instance = %name, changed = ?status::changes(&observed.status, &new_status), "status written");
     }
     events::publish(&ctx, &instance, events);
+    if left_the_budget(&observed.status, &new_status) {
+        budget::wake_next(&ctx, &config, now);
+    }
     if !outcome.failure().is_some_and(Failure::is_transient) {
         ctx.memory.transient_over(&instance);
     }

@@ -91,6 +91,8 @@ pub fn observe(
         running_pod_template_hash,
         // Not a cache's to say: the reconcile knows its own recent applies.
         just_applied: false,
+        // The fleet's, not this instance's: set by the reconcile (`budget::view`).
+        budget: Default::default(),
     }
 }
 

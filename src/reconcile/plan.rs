@@ -25,6 +25,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::api::KuraInstanceStatus;
 use crate::kind::ChildKind;
 use crate::render::{Desired, ObjectId, RenderedObject};
+use crate::rollout::Admission;
 use crate::validate::ValidationErrors;
 
 /// Who an object found under a desired (or inventoried) name belongs to.
@@ -84,6 +85,19 @@ pub struct Observed {
     /// This process applied these very inputs within the last [`SETTLE`]: the
     /// caches may not show that write yet.
     pub just_applied: bool,
+    /// The fleet's rollout budget as it concerns this instance.
+    pub budget: BudgetView,
+}
+
+/// The rollout budget as this reconcile sees it (set by the reconcile from
+/// `reconcile::budget`; plan only reads it). See `crate::rollout`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BudgetView {
+    /// The desired revision is an operator-originated change of a running
+    /// pod template.
+    pub budgeted: bool,
+    /// The budget's answer, when budgeted and not admitted for this revision yet.
+    pub admission: Option<Admission>,
 }
 
 /// How long after an apply the caches are given to show it. A reconcile
@@ -270,13 +284,22 @@ pub enum Plan {
     /// nothing (a partial rollout around a foreign object helps nobody),
     /// delete nothing, report each one.
     NameConflict(Vec<String>),
-    /// Send `apply` (in waves), then delete `prune`.
+    /// Send `apply` (in waves), then delete `prune`. `held`: the revision
+    /// restarts pods and waits for the rollout budget, so the objects the pods
+    /// depend on (`ChildKind::restarts_pods`) are not among `apply`; the rest
+    /// of the change goes now.
     Apply {
         reasons: Vec<ApplyReason>,
         apply: Vec<ApplyOp>,
         prune: Vec<ObjectId>,
         force_token: Option<String>,
+        held: Option<Admission>,
     },
+    /// The budget admits this instance to an operator-originated rollout:
+    /// record that (a status write) before anything restarts.
+    Admit,
+    /// Everything that may go now went; the rest waits for the budget.
+    Held(Admission),
     /// The same inputs failed recently: retry at `at`, not before.
     Backoff { at: Timestamp },
     /// The retry budget of these inputs is spent: retry at `at` (after the stall window).
@@ -428,11 +451,48 @@ pub fn plan(
             };
         }
     }
+    let mut apply = objects_to_send(observed, desired, &reasons);
+    let prune = stale_objects(observed, desired);
+    let held = match budget_decision(observed, desired) {
+        BudgetDecision::Proceed => None,
+        BudgetDecision::Admit => return Plan::Admit,
+        BudgetDecision::Hold(admission) => {
+            apply.retain(|op| !op.id.kind.restarts_pods());
+            if apply.is_empty() && prune.is_empty() {
+                return Plan::Held(admission);
+            }
+            Some(admission)
+        }
+    };
     Plan::Apply {
-        apply: objects_to_send(observed, desired, &reasons),
-        prune: stale_objects(observed, desired),
+        apply,
+        prune,
         reasons,
         force_token,
+        held,
+    }
+}
+
+enum BudgetDecision {
+    Proceed,
+    Admit,
+    Hold(Admission),
+}
+
+/// Whether the fleet budget lets this revision restart pods now. Not
+/// budgeted (a user change, a force, no pod restart, drift repair), or
+/// already admitted to this very revision: go on.
+fn budget_decision(observed: &Observed, desired: &Desired) -> BudgetDecision {
+    let admitted = observed.status.rollout.as_ref().is_some_and(|r| {
+        r.state == crate::api::RolloutState::Admitted && r.revision == desired.revision
+    });
+    if !observed.budget.budgeted || admitted {
+        return BudgetDecision::Proceed;
+    }
+    match &observed.budget.admission {
+        Some(Admission::Admit { counted: true }) => BudgetDecision::Admit,
+        Some(Admission::Admit { counted: false }) | None => BudgetDecision::Proceed,
+        Some(held) => BudgetDecision::Hold(held.clone()),
     }
 }
 

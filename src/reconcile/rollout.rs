@@ -30,6 +30,9 @@ pub struct Steps<'a> {
     pub prune: Vec<ObjectId>,
     /// The inputs key (revision and force token) the failures belong to.
     pub key: &'a str,
+    /// The revision waits for the rollout budget (only what restarts no pod
+    /// is among `apply`).
+    pub held: Option<crate::rollout::Admission>,
 }
 
 pub async fn rollout(
@@ -48,6 +51,7 @@ pub async fn rollout(
         apply: ops,
         prune: stale,
         key,
+        held,
     } = steps;
     let fingerprints = match apply::apply(&ctx.client, desired, &ops, &For { uid, name }).await {
         Ok(fingerprints) => fingerprints,
@@ -100,6 +104,7 @@ pub async fn rollout(
         inventory,
         pruned,
         streak,
+        held,
     };
     Ok((outcome, delay))
 }

@@ -23,6 +23,7 @@ use crate::api::{
 use crate::keys::FIELD_MANAGER;
 use crate::memory::TransientStreak;
 use crate::render::{Desired, hash::short};
+use crate::rollout::Admission;
 use crate::validate::{ResolvedGateway, ValidationErrors};
 
 /// What the reconcile did: the one place status, Events and metrics read it from.
@@ -43,7 +44,15 @@ pub enum Outcome {
         pruned: PruneOutcome,
         /// The transient streak of a prune failure being reported.
         streak: Option<TransientStreak>,
+        /// The revision restarts pods and waits for the rollout budget: what
+        /// went was the rest of it, so the revision is not applied yet.
+        held: Option<Admission>,
     },
+    /// Admitted to an operator-originated rollout: recorded before anything
+    /// restarts.
+    Admitted,
+    /// The revision waits for the rollout budget; nothing else to send.
+    Held(Admission),
     /// The apply failed: rejected (budgeted retries), an object of the name is
     /// not ours, or transient failures that went on long enough to report
     /// (`streak`; retried quickly, never Stalled).
@@ -74,6 +83,8 @@ impl Outcome {
             Outcome::Waiting { .. } => "waiting",
             Outcome::ConflictHold { .. } => "conflict-hold",
             Outcome::Converged => "converged",
+            Outcome::Admitted => "admitted",
+            Outcome::Held(_) => "held",
         }
     }
 
@@ -96,6 +107,8 @@ pub struct StatusInputs<'a> {
     pub activation: Option<&'a Activation>,
     /// Storage asked for and kept otherwise (see `reconcile::storage`).
     pub pending_storage: Option<&'a PendingStorage>,
+    /// The rollout budget's side of it (see `crate::rollout`).
+    pub rollout: RolloutInputs<'a>,
     pub policy: &'a RetryPolicy,
     pub now: Timestamp,
 }
@@ -176,6 +189,18 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             report_failure(&mut s, &mut fresh, i, failure, streak.as_ref());
         }
         Outcome::Waiting { .. } => return s, // nothing new to say until the retry
+        // The budget's news is added below; everything else stands.
+        Outcome::Admitted | Outcome::Held(_) => fresh.extend(prev.conditions.iter().cloned()),
+        Outcome::Applied {
+            inventory,
+            held: Some(_),
+            ..
+        } => {
+            // Part of the revision went (what restarts no pod): the inventory
+            // says so, but the revision is not applied until the rest goes.
+            s.inventory = inventory.clone();
+            fresh.extend(prev.conditions.iter().cloned());
+        }
         Outcome::ConflictHold { .. } => {
             // Everything else stands; only the conflict is news.
             fresh.extend(
@@ -204,6 +229,8 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
                 .clone()
                 .or(prev.last_handled_reapply_at.clone());
             s.inventory = inventory.clone();
+            s.applied_generation = i.observed.generation;
+            s.applied_origin = Some(i.rollout.origin);
             s.conflict = count_take_backs(i, prev);
             match &pruned.failure {
                 Some(failure) => {
@@ -240,6 +267,7 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
     } else if s.conflict.is_none() {
         fresh.retain(|f| f.type_ != FIELD_CONFLICT);
     }
+    rollout::update(&mut s, &mut fresh, i);
     // Said on every outcome that renders; kept as it was on those that do not.
     fresh.retain(|f| f.type_ != STORAGE_CHANGE_PENDING);
     match (i.desired, i.pending_storage) {
@@ -521,6 +549,9 @@ where
         .await?;
     Ok(written.meta().resource_version.clone())
 }
+
+mod rollout;
+pub use rollout::RolloutInputs;
 
 #[cfg(test)]
 mod tables;

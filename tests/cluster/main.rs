@@ -12,6 +12,7 @@ mod acceptance;
 mod admission;
 mod admission_fakes;
 mod api_proxy;
+mod budget;
 mod chaos;
 mod chart;
 mod conflict;

@@ -11,6 +11,7 @@ use super::*;
 use crate::api::{ConflictStatus, InventoryEntry, Phase, RetryStatus};
 use crate::keys::ANNOTATION_REVISION;
 use crate::render::{Desired, Manifest, RenderedObject};
+use crate::rollout::Admission;
 use crate::validate::{FieldError, ValidationErrors};
 
 /// An object of `revision`: its content hash (and so its stamp) is
@@ -585,4 +586,94 @@ fn times_from_status_at_the_end_of_time_neither_panic_nor_hold_longer_than_the_p
     // the status written then carries a real time).
     o.status.retry.as_mut().unwrap().last_failure_time = "9999-12-31T23:59:59Z".into();
     assert!(matches!(plan(&o, Ok(&d), &p, now()), Plan::Apply { .. }));
+}
+
+/// `d` adds an Ingress to the plain desired set, for changes that restart no pod.
+fn with_ingress(mut d: Desired) -> Desired {
+    d.objects.push(object(ChildKind::Ingress, "a", &d.revision));
+    d.objects.sort_by(|a, b| a.id.cmp(&b.id));
+    d
+}
+
+fn budgeted(o: &mut Observed, admission: Option<Admission>) {
+    o.budget = BudgetView {
+        budgeted: true,
+        admission,
+    };
+}
+
+#[test]
+fn an_operator_change_that_restarts_pods_is_admitted_before_it_is_applied() {
+    let old = with_ingress(desired("r1", "img:1"));
+    let new = with_ingress(desired("r2", "img:1"));
+    let mut o = converged(&old, Phase::Ready);
+    budgeted(&mut o, Some(Admission::Admit { counted: true }));
+    assert_eq!(run(&o, &new), Plan::Admit);
+    // Once the admission is recorded for this revision, it goes whole.
+    o.status.rollout = Some(crate::rollout::record(
+        crate::api::RolloutState::Admitted,
+        "f",
+        "r2",
+        true,
+        now(),
+    ));
+    o.budget.admission = None;
+    assert_eq!(sent(&run(&o, &new)), ["a", "a", "a-config"]);
+}
+
+#[test]
+fn a_held_change_sends_what_restarts_no_pod_and_holds_the_rest() {
+    let old = with_ingress(desired("r1", "img:1"));
+    let new = with_ingress(desired("r2", "img:1"));
+    let mut o = converged(&old, Phase::Ready);
+    let wait = Admission::Wait {
+        ahead: 4,
+        in_flight: vec![],
+        budget: 3,
+    };
+    budgeted(&mut o, Some(wait.clone()));
+    let p = run(&o, &new);
+    let Plan::Apply { apply, held, .. } = &p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(held.as_ref(), Some(&wait));
+    assert_eq!(apply.len(), 1);
+    assert_eq!(apply[0].id.kind, ChildKind::Ingress);
+    // The Ingress went: what remains waits, with nothing to send.
+    let ingress = new
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::Ingress)
+        .unwrap();
+    o.children
+        .insert(ingress.id.clone(), LiveChild::ours(&ingress.hash, "f1"));
+    assert_eq!(run(&o, &new), Plan::Held(wait));
+}
+
+#[test]
+fn what_is_not_budgeted_or_goes_uncounted_is_never_held() {
+    let old = desired("r1", "img:1");
+    let new = desired("r2", "img:1");
+    let mut o = converged(&old, Phase::Ready);
+    // Not an operator change of a running pod template (a user's, say).
+    o.budget = BudgetView::default();
+    assert!(matches!(run(&o, &new), Plan::Apply { held: None, .. }));
+    // Not Ready: it goes at once.
+    budgeted(&mut o, Some(Admission::Admit { counted: false }));
+    assert!(matches!(run(&o, &new), Plan::Apply { held: None, .. }));
+    // Drift of a held instance is repaired at once: a missing Service.
+    let mut d = with_ingress(desired("r2", "img:1"));
+    d.objects.push(object(ChildKind::Service, "a", "r2"));
+    let mut o = converged(&with_ingress(desired("r1", "img:1")), Phase::Ready);
+    budgeted(&mut o, Some(Admission::Halted { failed: vec![] }));
+    let Plan::Apply { apply, held, .. } = run(&o, &d) else {
+        panic!()
+    };
+    assert!(held.is_some());
+    assert!(
+        apply
+            .iter()
+            .any(|op| op.id.kind == ChildKind::Service && op.create)
+    );
+    assert!(!apply.iter().any(|op| op.id.kind.restarts_pods()));
 }

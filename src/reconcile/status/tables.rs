@@ -12,6 +12,14 @@ use crate::reconcile::prune::PruneOutcome;
 use crate::render::ObjectId;
 use crate::validate::FieldError;
 
+/// A user's change (generation moved), under operator revision "f".
+const ROLLOUT: RolloutInputs = RolloutInputs {
+    origin: crate::rollout::Origin::User,
+    fleet_revision: "f",
+    deadline: std::time::Duration::from_secs(600),
+    uncounted: false,
+};
+
 fn now() -> Timestamp {
     "2026-01-01T00:10:00Z".parse().unwrap()
 }
@@ -51,6 +59,7 @@ fn after(
         outcome,
         activation,
         pending_storage: None,
+        rollout: ROLLOUT,
         policy: &RetryPolicy::default(),
         now: now(),
     });
@@ -66,6 +75,7 @@ fn compute_at(observed: &Observed, desired: &Desired, outcome: &Outcome) -> Kura
         outcome,
         activation: None,
         pending_storage: None,
+        rollout: ROLLOUT,
         policy: &RetryPolicy::default(),
         now: now(),
     })
@@ -88,6 +98,7 @@ fn applied(pruned: PruneOutcome) -> Outcome {
         inventory: d.inventory(),
         pruned,
         streak: None,
+        held: None,
     }
 }
 
@@ -159,6 +170,7 @@ fn a_refused_prune_keeps_the_revision_applied_and_the_object_inventoried_and_is_
         inventory,
         pruned,
         streak: None,
+        held: None,
     };
     let (prev, s) = after(&outcome, None, None);
     assert_eq!(s.applied_revision.as_deref(), Some("r2"));
@@ -326,6 +338,7 @@ fn take_backs_of_contested_values_are_counted_and_reported_from_the_second() {
         inventory: desired("r2", "img:2").inventory(),
         pruned: PruneOutcome::default(),
         streak: None,
+        held: None,
     };
     let (_, first) = after(&contested, None, None);
     assert_eq!(first.conflict.as_ref().unwrap().take_backs, 1);
@@ -354,6 +367,7 @@ fn the_same_state_later_is_the_same_status_and_is_not_written() {
             outcome: &Outcome::Converged,
             activation: Some(&active),
             pending_storage: None,
+            rollout: ROLLOUT,
             policy: &RetryPolicy::default(),
             now: t.parse().unwrap(),
         })
@@ -362,4 +376,134 @@ fn the_same_state_later_is_the_same_status_and_is_not_written() {
     let later = at(&observed, "2026-01-01T05:00:00Z");
     assert_eq!(later, observed.status);
     assert!(!worth_writing(&observed.status, &later, None));
+}
+
+/// The status after `outcome` under an operator-originated change.
+fn after_operator(
+    observed: &Observed,
+    outcome: &Outcome,
+    activation: Option<&Activation>,
+    at: Timestamp,
+) -> KuraInstanceStatus {
+    compute(&StatusInputs {
+        observed,
+        desired: Some(&desired("r2", "img:2")),
+        gateway: None,
+        outcome,
+        activation,
+        pending_storage: None,
+        rollout: RolloutInputs {
+            origin: crate::rollout::Origin::Operator,
+            ..ROLLOUT
+        },
+        policy: &RetryPolicy::default(),
+        now: at,
+    })
+}
+
+#[test]
+fn an_instance_waits_for_the_budget_with_a_message_that_does_not_move() {
+    let mut o = converged(&desired("r1", "img:1"), Phase::Ready);
+    o.status.conditions = vec![Condition::new(READY, ConditionStatus::True, "Active", "")];
+    let wait = |ahead| {
+        Outcome::Held(crate::rollout::Admission::Wait {
+            ahead,
+            in_flight: vec![],
+            budget: 3,
+        })
+    };
+    let first = after_operator(&o, &wait(7), None, now());
+    let record = first.rollout.clone().unwrap();
+    assert_eq!(record.state, crate::api::RolloutState::Waiting);
+    assert_eq!(
+        ready(&first).0,
+        ConditionStatus::True,
+        "still Ready on the old revision"
+    );
+    let held = find(&first.conditions, crate::api::conditions::ROLLOUT_HELD).unwrap();
+    assert_eq!(held.reason, "WaitingForBudget");
+    // Later, further ahead in line: the same status, so nothing is written.
+    o.status = first.clone();
+    let later = after_operator(&o, &wait(2), None, "2026-01-01T00:20:00Z".parse().unwrap());
+    assert_eq!(later, first);
+    assert!(!worth_writing(&first, &later, None));
+}
+
+#[test]
+fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again() {
+    let mut o = converged(&desired("r1", "img:1"), Phase::Ready);
+    o.generation = Some(3);
+    o.status.conditions = vec![Condition::new(READY, ConditionStatus::True, "Active", "")];
+    let admitted = after_operator(&o, &Outcome::Admitted, None, now());
+    let record = admitted.rollout.clone().unwrap();
+    assert_eq!(
+        (record.state, record.was_ready, record.revision.as_str()),
+        (crate::api::RolloutState::Admitted, true, "r2")
+    );
+    assert_eq!(
+        admitted.applied_revision.as_deref(),
+        Some("r1"),
+        "nothing applied yet"
+    );
+    o.status = admitted;
+    let progressing = Activation::Waiting {
+        reason: "WorkloadProgressing",
+        message: String::new(),
+    };
+    let apply = applied(PruneOutcome::default());
+    let went = after_operator(&o, &apply, Some(&progressing), now());
+    assert_eq!(went.rollout, Some(record.clone()));
+    assert_eq!(went.applied_generation, Some(3));
+    assert_eq!(went.applied_origin, Some(crate::rollout::Origin::Operator));
+    let events = events_for(&o.status, &went, &apply);
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("operator configuration or release")
+    );
+    o.status = went;
+    let active = Activation::Active {
+        endpoint: "http://a/".into(),
+    };
+    let done = after_operator(&o, &Outcome::Converged, Some(&active), now());
+    assert_eq!(done.rollout, None);
+    assert!(super::super::left_the_budget(&o.status, &done));
+}
+
+#[test]
+fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
+    let mut o = converged(&desired("r2", "img:2"), Phase::Activating);
+    o.status.rollout = Some(crate::rollout::record(
+        crate::api::RolloutState::Admitted,
+        "f",
+        "r2",
+        true,
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    let progressing = Activation::Waiting {
+        reason: "WorkloadUnavailable",
+        message: "0/1".into(),
+    };
+    let before = after_operator(
+        &o,
+        &Outcome::Converged,
+        Some(&progressing),
+        "2026-01-01T00:09:00Z".parse().unwrap(),
+    );
+    assert!(find(&before.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
+    let failed = after_operator(
+        &o,
+        &Outcome::Converged,
+        Some(&progressing),
+        "2026-01-01T00:10:01Z".parse().unwrap(),
+    );
+    let c = find(&failed.conditions, crate::api::conditions::ROLLOUT_FAILED).unwrap();
+    assert_eq!(c.reason, "ProgressDeadlineExceeded");
+    assert_eq!(
+        reasons_of(&events_for(&before, &failed, &Outcome::Converged)),
+        ["RolloutFailed"]
+    );
+    assert!(events_for(&failed, &failed, &Outcome::Converged).is_empty());
 }

@@ -8,8 +8,9 @@
 //     test can keep a workload unavailable. A namespace can also ask for a slow
 //     start (annotation sim.kura.dev/ready-delay, a Go duration such as "2s",
 //     counted from the pod's creation) and for a broken release (annotation
-//     sim.kura.dev/never-ready-image: pods with a container image containing it
-//     never become Ready), so rollouts take time and fail on purpose.
+//     sim.kura.dev/never-ready: pods whose spec, as JSON, contains this text
+//     never become Ready: an image tag, a resource amount), so rollouts take
+//     time and fail on purpose.
 //   - a simulated ingress controller: it serves every IngressClass whose
 //     spec.controller equals --ingress-controller, and gives each Ingress of such a
 //     class a loopback address in status.loadBalancer. Ingresses of any other class
@@ -39,7 +40,7 @@ import (
 const (
 	kubeletOffLabel      = "sim.kura.dev/kubelet"
 	readyDelayAnnotation = "sim.kura.dev/ready-delay"
-	neverReadyAnnotation = "sim.kura.dev/never-ready-image"
+	neverReadyAnnotation = "sim.kura.dev/never-ready"
 	loopbackAddress      = "127.0.0.1"
 )
 

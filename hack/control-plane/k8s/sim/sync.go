@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -64,8 +65,8 @@ func (s *simulator) kubeletOff(namespace string) bool {
 }
 
 // readiness is what a namespace's annotations ask of the simulated kubelet:
-// a delay before a pod becomes Ready (a slow start), and an image substring
-// whose pods never become Ready (a broken release).
+// a delay before a pod becomes Ready (a slow start), and a text whose pods
+// never become Ready (a broken release): pods whose spec, as JSON, contains it.
 func (s *simulator) readiness(namespace string) (delay time.Duration, neverReady string) {
 	ns, err := s.namespaces.Get(namespace)
 	if err != nil {
@@ -88,10 +89,8 @@ func (s *simulator) syncPod(ctx context.Context, key string) error {
 	}
 	delay, neverReady := s.readiness(namespace)
 	if neverReady != "" {
-		for _, c := range pod.Spec.Containers {
-			if strings.Contains(c.Image, neverReady) {
-				return nil
-			}
+		if spec, err := json.Marshal(pod.Spec); err == nil && strings.Contains(string(spec), neverReady) {
+			return nil
 		}
 	}
 	if wait := time.Until(pod.CreationTimestamp.Add(delay)); wait > 0 {

@@ -1,0 +1,156 @@
+//! The fleet budget's part of an instance's status: its record
+//! (`status.rollout`: waiting since, admitted at, whether it was Ready) and
+//! the conditions `RolloutHeld` (on a waiting instance: why) and
+//! `RolloutFailed` (on an admitted one not Ready within the deadline).
+//! Messages carry nothing that moves while an instance waits (no position,
+//! no count in flight), so a waiting fleet writes no status until its turn.
+
+use std::time::Duration;
+
+use super::{Outcome, StatusInputs, condition};
+use crate::api::conditions::{ROLLOUT_FAILED, ROLLOUT_HELD};
+use crate::api::{Condition, ConditionStatus, KuraInstanceStatus, RolloutState, RolloutStatus};
+use crate::reconcile::probe::Activation;
+use crate::render::hash::short;
+use crate::rollout::{self, Admission, Origin};
+
+/// What status needs of the budget besides the outcome.
+#[derive(Clone, Copy, Debug)]
+pub struct RolloutInputs<'a> {
+    /// Who originated the desired revision.
+    pub origin: Origin,
+    /// The operator revision (configuration and release) in force.
+    pub fleet_revision: &'a str,
+    pub deadline: Duration,
+    /// The desired revision is an operator-originated change of a running pod
+    /// template, and the budget said this instance takes it uncounted.
+    pub uncounted: bool,
+}
+
+pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &StatusInputs) {
+    let Some(d) = i.desired else {
+        return; // invalid: the record stands as it was
+    };
+    let r = &i.rollout;
+    let prev = i.observed.status.rollout.as_ref();
+    let admitted_here =
+        prev.is_some_and(|p| p.state == RolloutState::Admitted && p.revision == d.revision);
+    let active = matches!(i.activation, Some(Activation::Active { .. }));
+    let held = match i.outcome {
+        Outcome::Held(admission)
+        | Outcome::Applied {
+            held: Some(admission),
+            ..
+        } => Some(admission),
+        _ => None,
+    };
+    s.rollout = match (i.outcome, held) {
+        (Outcome::Admitted, _) => Some(rollout::record(
+            RolloutState::Admitted,
+            r.fleet_revision,
+            &d.revision,
+            true,
+            i.now,
+        )),
+        (_, Some(_)) => Some(match prev {
+            // Waiting since the first pass that found it waiting.
+            Some(p)
+                if p.state == RolloutState::Waiting
+                    && p.revision == d.revision
+                    && p.fleet_revision == r.fleet_revision =>
+            {
+                p.clone()
+            }
+            _ => rollout::record(
+                RolloutState::Waiting,
+                r.fleet_revision,
+                &d.revision,
+                true,
+                i.now,
+            ),
+        }),
+        (Outcome::Applied { .. }, None) if admitted_here => prev.cloned(),
+        (Outcome::Applied { .. }, None) if r.uncounted => Some(rollout::record(
+            RolloutState::Admitted,
+            r.fleet_revision,
+            &d.revision,
+            false,
+            i.now,
+        )),
+        (Outcome::Applied { .. }, None) => None,
+        // Ready again on the admitted revision: the rollout is done. A waiting
+        // record with nothing left to change is over too.
+        (Outcome::Converged, None)
+            if active || prev.is_some_and(|p| p.state == RolloutState::Waiting) =>
+        {
+            None
+        }
+        _ => prev.cloned(),
+    };
+    fresh.retain(|c| c.type_ != ROLLOUT_HELD && c.type_ != ROLLOUT_FAILED);
+    if let Some(admission) = held {
+        fresh.push(condition(
+            ROLLOUT_HELD,
+            ConditionStatus::True,
+            held_reason(admission),
+            held_message(admission, &d.revision, r),
+            i,
+        ));
+    }
+    if let Some(record) = &s.rollout
+        && record.state == RolloutState::Admitted
+        && !active
+        && rollout::past_deadline(record, r.deadline, i.now)
+    {
+        fresh.push(condition(
+            ROLLOUT_FAILED,
+            ConditionStatus::True,
+            "ProgressDeadlineExceeded",
+            failed_message(record, r.deadline),
+            i,
+        ));
+    }
+}
+
+fn held_reason(admission: &Admission) -> &'static str {
+    match admission {
+        Admission::Halted { .. } => "RolloutHalted",
+        _ => "WaitingForBudget",
+    }
+}
+
+fn held_message(admission: &Admission, revision: &str, r: &RolloutInputs) -> String {
+    let change = format!(
+        "revision {} (operator revision {}: configuration or release) restarts pods",
+        short(revision),
+        r.fleet_revision
+    );
+    match admission {
+        Admission::Halted { failed } => {
+            let names: Vec<String> = failed.iter().take(5).map(ToString::to_string).collect();
+            let more = failed.len().saturating_sub(5);
+            format!(
+                "{change}; held: its rollout failed on {}{} (not Ready within {}s of admission). A corrected configuration or release continues the rollout; user changes and repairs go on meanwhile",
+                names.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                },
+                r.deadline.as_secs()
+            )
+        }
+        _ => format!(
+            "{change}; waiting for the rollout budget (rollout.maxUnavailable). What restarts no pod was applied; user changes and repairs go on meanwhile"
+        ),
+    }
+}
+
+fn failed_message(record: &RolloutStatus, deadline: Duration) -> String {
+    format!(
+        "not Ready {}s after admission (at {}) to operator revision {}: further admissions of it are halted",
+        deadline.as_secs(),
+        record.since,
+        record.fleet_revision
+    )
+}

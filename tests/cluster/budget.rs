@@ -1,0 +1,487 @@
+//! Changes the operator originates roll through a fleet budget, and nothing
+//! else waits. kura-sim plays the kubelet here and is asked (namespace
+//! annotations) for a slow start and, in one test, for pods that never become
+//! Ready; availability is what the StatefulSets report.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::operator::{
+    Operator, Options, config, converged_count, create_fleet, instance, shared_class,
+};
+use crate::support::*;
+use kura_operator::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
+
+const N: usize = 30;
+const T: Duration = Duration::from_secs(300);
+
+/// The region's configuration with a rollout section and default pod
+/// resources (`memory`: a change of it changes every pod template).
+fn fleet_config(ns: &str, memory: &str, rollout: &str) -> String {
+    format!(
+        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
+        config(ns, "host", "example.com/none")
+    )
+}
+
+async fn annotate(ns: &TestNamespace, annotations: serde_json::Value) {
+    Api::<Namespace>::all(ns.client.clone())
+        .patch(
+            &ns.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": annotations}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// StatefulSets of the namespace not fully Ready now (kura-sim plays the
+/// kubelet: a restarted pod is not Ready for the namespace's ready delay).
+async fn unavailable(sts: &Api<StatefulSet>) -> Option<Vec<String>> {
+    let list = sts.list(&ListParams::default()).await.ok()?;
+    Some(
+        list.items
+            .into_iter()
+            .filter(|s| {
+                let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
+                let status = s.status.clone().unwrap_or_default();
+                status.ready_replicas.unwrap_or(0) < want
+                    || status.updated_replicas.unwrap_or(0) < want
+            })
+            .filter_map(|s| s.metadata.name)
+            .collect(),
+    )
+}
+
+/// Samples the unavailable StatefulSets every 200 ms until dropped; keeps the
+/// highest count seen (only among `watched`, when given).
+struct Sampler {
+    max: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(sts: Api<StatefulSet>, watched: Option<Vec<String>>) -> Sampler {
+        let max = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (m, s) = (max.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(names) = unavailable(&sts).await {
+                    let n = names
+                        .iter()
+                        .filter(|n| watched.as_ref().is_none_or(|w| w.contains(n)))
+                        .count();
+                    m.fetch_max(n, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
+            }
+        });
+        Sampler { max, stop, task }
+    }
+
+    async fn finish(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        self.max.load(Ordering::Relaxed)
+    }
+}
+
+fn condition<'a>(
+    s: &'a KuraInstanceStatus,
+    type_: &str,
+) -> Option<&'a kura_operator::api::Condition> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == ConditionStatus::True)
+}
+
+async fn statuses(instances: &Api<KuraInstance>) -> Vec<(String, KuraInstanceStatus)> {
+    instances
+        .list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .map(|i| {
+                    (
+                        i.metadata.name.unwrap_or_default(),
+                        i.status.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn converge(instances: &Api<KuraInstance>) {
+    wait_for("the fleet to converge", T, || async {
+        let all = statuses(instances).await;
+        let done = all.len() == N
+            && all.iter().all(|(_, s)| {
+                s.phase == Some(Phase::Ready)
+                    && s.applied_revision == s.desired_revision
+                    && s.rollout.is_none()
+            });
+        done.then_some(())
+    })
+    .await
+}
+
+struct Fleet {
+    op: Operator,
+    instances: Api<KuraInstance>,
+    sts: Api<StatefulSet>,
+    classes: Api<k8s_openapi::api::networking::v1::IngressClass>,
+    ns: TestNamespace,
+}
+
+async fn fleet(
+    prefix: &str,
+    rollout: &str,
+    annotations: serde_json::Value,
+    options: Options,
+) -> Fleet {
+    let ns = TestNamespace::new(prefix).await;
+    annotate(&ns, annotations).await;
+    let classes = shared_class(&ns).await;
+    let op = Operator::start_with(
+        &ns.name,
+        &fleet_config(&ns.name, "256Mi", rollout),
+        &[],
+        options,
+    );
+    let instances: Api<KuraInstance> = ns.api();
+    create_fleet(&instances, "b", N).await;
+    converge(&instances).await;
+    Fleet {
+        op,
+        instances,
+        sts: ns.api(),
+        classes,
+        ns,
+    }
+}
+
+impl Fleet {
+    async fn finish(self) {
+        drop(self.op);
+        let _ = self
+            .classes
+            .delete(&format!("shared-{}", self.ns.name), &Default::default())
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn an_operator_change_restarts_at_most_the_budget_at_once_and_one_that_restarts_nothing_goes_at_once()
+ {
+    let rollout = "  maxUnavailable: 3\n  progressDeadline: 10m\n";
+    let f = fleet(
+        "budget",
+        rollout,
+        json!({"sim.kura.dev/ready-delay": "2s"}),
+        Options::default(),
+    )
+    .await;
+
+    // An objects-only change (the shared class's name): every instance at once.
+    let moved_class = format!("moved-{}", f.ns.name);
+    let all_classes: Api<k8s_openapi::api::networking::v1::IngressClass> =
+        Api::all(f.ns.client.clone());
+    all_classes
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": moved_class},
+                "spec": {"controller": "kura.dev/sim-ingress"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let sampler = Sampler::start(f.sts.clone(), None);
+    f.op.set_config(&fleet_config(&f.ns.name, "256Mi", rollout).replace(
+        &format!("sharedIngressClass: shared-{}", f.ns.name),
+        &format!("sharedIngressClass: {moved_class}"),
+    ));
+    wait_for("every instance on the new class", T, || async {
+        let all = statuses(&f.instances).await;
+        all.iter()
+            .all(|(_, s)| {
+                s.gateway
+                    .as_ref()
+                    .is_some_and(|g| g.ingress_class_name == moved_class)
+                    && s.applied_revision == s.desired_revision
+            })
+            .then_some(())
+    })
+    .await;
+    let objects_only = started.elapsed();
+    assert_eq!(
+        sampler.finish().await,
+        0,
+        "no pod restarted for an ingress class"
+    );
+    assert!(
+        statuses(&f.instances)
+            .await
+            .iter()
+            .all(|(_, s)| condition(s, "RolloutHeld").is_none()),
+        "nothing held"
+    );
+    eprintln!("objects-only change reached {N} instances in {objects_only:.1?}");
+
+    // A change of every pod template: at most 3 instances restarting at once.
+    let config_b = fleet_config(&f.ns.name, "320Mi", rollout).replace(
+        &format!("sharedIngressClass: shared-{}", f.ns.name),
+        &format!("sharedIngressClass: {moved_class}"),
+    );
+    let started = Instant::now();
+    let sampler = Sampler::start(f.sts.clone(), None);
+    f.op.set_config(&config_b);
+    converge(&f.instances).await;
+    let budgeted = started.elapsed();
+    let max = sampler.finish().await;
+    eprintln!(
+        "pod-template change with maxUnavailable 3: {N} instances in {budgeted:.1?}, at most {max} unavailable at once"
+    );
+    assert!(max <= 3, "never more than the budget unavailable: {max}");
+
+    // Negative control: the same kind of change with the budget at 100%.
+    let config_c = config_b
+        .replace("memory: 320Mi", "memory: 384Mi")
+        .replace("maxUnavailable: 3", "maxUnavailable: 100%");
+    let sampler = Sampler::start(f.sts.clone(), None);
+    f.op.set_config(&config_c);
+    converge(&f.instances).await;
+    let unbounded = sampler.finish().await;
+    eprintln!("the same change at maxUnavailable 100%: at most {unbounded} unavailable at once");
+    assert!(
+        unbounded > 3,
+        "without the budget more restart at once: {unbounded}"
+    );
+    let _ = all_classes.delete(&moved_class, &Default::default()).await;
+    f.finish().await;
+}
+
+#[tokio::test]
+async fn a_change_whose_pods_never_get_ready_halts_after_the_budget_and_a_fix_supersedes_it() {
+    let rollout = "  maxUnavailable: 3\n  progressDeadline: 10s\n";
+    let f = fleet(
+        "halt",
+        rollout,
+        json!({"sim.kura.dev/ready-delay": "1s", "sim.kura.dev/never-ready": "\"333Mi\""}),
+        Options::default(),
+    )
+    .await;
+    let before = unavailable(&f.sts).await.unwrap();
+    assert!(before.is_empty());
+    f.op.set_config(&fleet_config(&f.ns.name, "333Mi", rollout));
+
+    // Exactly the first three admitted fail; the other 27 are held, untouched.
+    let (failed, held) = wait_for("3 failed and 27 held", T, || async {
+        let all = statuses(&f.instances).await;
+        let failed: Vec<String> = all
+            .iter()
+            .filter(|(_, s)| condition(s, "RolloutFailed").is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        let held: Vec<String> = all
+            .iter()
+            .filter(|(_, s)| {
+                condition(s, "RolloutHeld").is_some_and(|c| c.reason == "RolloutHalted")
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        (failed.len() == 3 && held.len() == N - 3).then_some((failed, held))
+    })
+    .await;
+    assert_eq!(failed, ["b00", "b01", "b02"], "the first three in order");
+    let all = statuses(&f.instances).await;
+    let message = &condition(&all[10].1, "RolloutHeld").unwrap().message;
+    assert!(
+        message.contains("b00") && message.contains("failed"),
+        "names the failing instances: {message}"
+    );
+    assert_eq!(
+        unavailable(&f.sts).await.unwrap(),
+        failed,
+        "the held ones run their old pods"
+    );
+    assert_eq!(
+        f.op.metric("kura_rollout_instances{state=\"failed\"}")
+            .await,
+        Some(3.0)
+    );
+    assert_eq!(
+        f.op.metric("kura_rollout_instances{state=\"held\"}").await,
+        Some(27.0)
+    );
+
+    // Held instances still take their user's changes, a force, and repairs, at once.
+    let user = &held[0];
+    apply_json(
+        &f.instances,
+        "test",
+        instance(user, "registry.example/kura:1.0.1"),
+    )
+    .await
+    .unwrap();
+    let forced = &held[1];
+    f.instances
+        .patch(
+            forced,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"kura.dev/reapply-at": "now"}}})),
+        )
+        .await
+        .unwrap();
+    let repaired = &held[2];
+    let services: Api<Service> = f.ns.api();
+    services
+        .delete(repaired, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        "the user change, the force and the repair",
+        Duration::from_secs(60),
+        || async {
+            let u = f.instances.get(user).await.ok()?.status?;
+            let fo = f.instances.get(forced).await.ok()?.status?;
+            let svc = services.get_opt(repaired).await.ok()??;
+            (u.applied_image.as_deref() == Some("registry.example/kura:1.0.1")
+                && fo.last_handled_reapply_at.as_deref() == Some("now")
+                && svc.metadata.deletion_timestamp.is_none())
+            .then_some(())
+        },
+    )
+    .await;
+
+    // A corrected configuration: everything converges with no other step.
+    f.op.set_config(&fleet_config(&f.ns.name, "300Mi", rollout));
+    converge(&f.instances).await;
+    f.finish().await;
+}
+
+#[tokio::test]
+async fn instances_that_are_not_ready_take_the_change_first_and_do_not_count() {
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
+    let ns = TestNamespace::new("not-ready-first").await;
+    annotate(
+        &ns,
+        json!({"sim.kura.dev/ready-delay": "2s", "sim.kura.dev/never-ready": "kura:broken"}),
+    )
+    .await;
+    let classes = shared_class(&ns).await;
+    let op = Operator::start(&ns.name, &fleet_config(&ns.name, "256Mi", rollout));
+    let instances: Api<KuraInstance> = ns.api();
+    let broken = ["z0", "z1", "z2"];
+    for name in broken {
+        apply_json(
+            &instances,
+            "test",
+            instance(name, "registry.example/kura:broken"),
+        )
+        .await
+        .unwrap();
+    }
+    create_fleet(&instances, "b", 8).await;
+    wait_for("8 Ready, 3 not", T, || async {
+        (converged_count(&instances, None).await == 8).then_some(())
+    })
+    .await;
+    let sts: Api<StatefulSet> = ns.api();
+    let ready_ones: Vec<String> = (0..8).map(|i| format!("b{i:02}")).collect();
+    let sampler = Sampler::start(sts.clone(), Some(ready_ones));
+    let before: Vec<(String, Option<String>)> = statuses(&instances)
+        .await
+        .into_iter()
+        .filter(|(n, _)| broken.contains(&n.as_str()))
+        .map(|(n, s)| (n, s.applied_revision))
+        .collect();
+    op.set_config(&fleet_config(&ns.name, "320Mi", rollout));
+    // The not-Ready ones take it at once, whatever the budget says.
+    wait_for(
+        "the broken ones to take the change",
+        Duration::from_secs(60),
+        || async {
+            let all = statuses(&instances).await;
+            let moved = all.iter().filter(|(n, s)| {
+                before.iter().any(|(b, old)| {
+                    b == n && s.applied_revision != *old && s.applied_revision == s.desired_revision
+                })
+            });
+            (moved.count() == broken.len()).then_some(())
+        },
+    )
+    .await;
+    wait_for("the Ready ones to converge", T, || async {
+        (converged_count(&instances, None).await == 8).then_some(())
+    })
+    .await;
+    let max = sampler.finish().await;
+    assert!(
+        max <= 1,
+        "the broken instances do not count: {max} Ready ones unavailable at once"
+    );
+    drop(op);
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+#[tokio::test]
+async fn the_bound_holds_across_a_kill_and_a_leader_hand_over() {
+    let rollout = "  maxUnavailable: 2\n  progressDeadline: 10m\n";
+    let lease = Options {
+        lease_duration: Some(Duration::from_secs(6)),
+        replica: Some("a".into()),
+        ..Options::default()
+    };
+    let mut f = fleet(
+        "budget-ha",
+        rollout,
+        json!({"sim.kura.dev/ready-delay": "2s"}),
+        lease,
+    )
+    .await;
+    let standby = Operator::start_with(
+        &f.ns.name,
+        &fleet_config(&f.ns.name, "256Mi", rollout),
+        &[],
+        Options {
+            lease_duration: Some(Duration::from_secs(6)),
+            replica: Some("b".into()),
+            ..Options::default()
+        },
+    );
+    let sampler = Sampler::start(f.sts.clone(), None);
+    let change = fleet_config(&f.ns.name, "320Mi", rollout);
+    f.op.set_config(&change);
+    standby.set_config(&change);
+    // Mid-rollout: the leader is killed (kill -9); the standby takes over
+    // after the lease and goes on from what the statuses say.
+    wait_for("the rollout to be under way", T, || async {
+        let all = statuses(&f.instances).await;
+        let done = all
+            .iter()
+            .filter(|(_, s)| s.applied_revision == s.desired_revision && s.rollout.is_none())
+            .count();
+        (done >= 4).then_some(())
+    })
+    .await;
+    f.op.kill();
+    converge(&f.instances).await;
+    let max = sampler.finish().await;
+    eprintln!("across a kill -9 and a hand-over: at most {max} unavailable at once");
+    assert!(max <= 2, "the bound holds: {max}");
+    drop(standby);
+    f.finish().await;
+}
