@@ -16,8 +16,11 @@
 //!   were Ready when admitted and are not Ready again. An instance that is not
 //!   Ready takes the change at once and does not count: it cannot become less
 //!   available, and the change may be its fix (INCIDENTS.md #1).
-//! - **Order.** Waiting instances are admitted in a stable order: those with
-//!   the canary label first, then by namespace and name.
+//! - **Order.** An instance first joins the queue (its record says it
+//!   waits, since when), then is admitted in a stable order: those with the
+//!   canary label first, then by namespace and name. The queue is whatever
+//!   waiting records the cache shows, so an instance reconciled later joins
+//!   behind those already waiting that come before it.
 //! - **Halt.** An admitted instance not Ready within `rollout.progressDeadline`
 //!   stops further admissions of that operator revision; a newer one (a
 //!   corrected configuration or release) ends the halt by itself.
@@ -147,7 +150,8 @@ impl std::fmt::Display for OrderKey {
 pub struct Fleet {
     /// Instances in scope.
     pub total: usize,
-    /// Admitted while Ready, not Ready again: what the budget bounds.
+    /// Admitted while Ready, and not Ready again on the new revision (their
+    /// records are cleared then): what the budget bounds.
     pub in_flight: Vec<OrderKey>,
     /// Waiting for the budget on this operator revision, Ready, in order.
     pub queue: Vec<OrderKey>,
@@ -171,11 +175,14 @@ pub fn fleet(
         f.total += 1;
         let Some(r) = &m.rollout else { continue };
         match r.state {
-            RolloutState::Admitted if !m.ready => {
+            RolloutState::Admitted => {
+                // Counted from admission (before its pods restart) until its
+                // record is cleared, Ready again on the admitted revision.
                 if r.was_ready {
                     f.in_flight.push(m.key.clone());
                 }
-                if r.fleet_revision == fleet_revision && past_deadline(r, deadline, now) {
+                if !m.ready && r.fleet_revision == fleet_revision && past_deadline(r, deadline, now)
+                {
                     f.failed.push(m.key);
                 }
             }
@@ -222,7 +229,10 @@ pub fn admit(me: &Member, fleet: &Fleet, max_unavailable: &MaxUnavailable) -> Ad
     let slots = budget.saturating_sub(fleet.in_flight.len());
     // Those before me in order, whether or not my own record is in the queue yet.
     let ahead = fleet.queue.iter().filter(|k| **k < me.key).count();
-    if ahead < slots {
+    // Not in the queue yet: join it first (the others reconciled at the same
+    // moment join too, so the order is the queue's, not the race's).
+    let queued = fleet.queue.contains(&me.key);
+    if queued && ahead < slots {
         Admission::Admit { counted: true }
     } else {
         Admission::Wait {

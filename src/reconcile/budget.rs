@@ -75,6 +75,19 @@ pub fn fleet(instances: &[Arc<KuraInstance>], config: &OperatorConfig, now: Time
     )
 }
 
+/// Admissions this process made whose records the cache may not show yet.
+/// Reconciles run concurrently: without this, several could see the same free
+/// slot in the cache and all take it. Decisions are made one at a time under
+/// its lock, counting these with the cache's. An entry ends when the cache
+/// shows the record (it is counted from there), or after a minute (its status
+/// write failed: the slot is given back).
+#[derive(Default)]
+pub struct Admissions {
+    pending: std::sync::Mutex<std::collections::HashMap<String, (OrderKey, std::time::Instant)>>,
+}
+
+const PENDING_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The budget as it concerns this reconcile: whether the desired revision is
 /// budgeted, and if so (and not admitted to it yet) the fleet's answer. The
 /// fleet is scanned only then: a converged pass costs nothing.
@@ -83,6 +96,7 @@ pub fn view(
     observed: &Observed,
     desired: Option<&Desired>,
     instances: impl FnOnce() -> Vec<Arc<KuraInstance>>,
+    admissions: &Admissions,
     config: &OperatorConfig,
     now: Timestamp,
 ) -> BudgetView {
@@ -95,12 +109,42 @@ pub fn view(
     let admitted = observed.status.rollout.as_ref().is_some_and(|r| {
         r.state == crate::api::RolloutState::Admitted && r.revision == desired.revision
     });
+    if admitted {
+        return BudgetView {
+            budgeted: true,
+            admission: None,
+        };
+    }
+    let mut pending = admissions.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let all = instances();
+    let mut fleet = fleet(&all, config, now);
+    // Pending admissions the cache does not count yet count here.
+    pending.retain(|uid, (_, at)| {
+        at.elapsed() < PENDING_AT_MOST
+            && all.iter().any(|i| {
+                i.metadata.uid.as_deref() == Some(uid.as_str())
+                    && !i
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.rollout.as_ref())
+                        .is_some_and(|r| r.state == crate::api::RolloutState::Admitted)
+            })
+    });
+    for (key, _) in pending.values() {
+        if !fleet.in_flight.contains(key) {
+            fleet.in_flight.push(key.clone());
+        }
+    }
+    let decision = admission(instance, observed, &fleet, config);
+    if decision == (Admission::Admit { counted: true })
+        && let Some(uid) = &instance.metadata.uid
+    {
+        let key = order_key(instance, config);
+        pending.insert(uid.clone(), (key, std::time::Instant::now()));
+    }
     BudgetView {
         budgeted: true,
-        admission: (!admitted).then(|| {
-            let fleet = fleet(&instances(), config, now);
-            admission(instance, observed, &fleet, config)
-        }),
+        admission: Some(decision),
     }
 }
 

@@ -80,6 +80,9 @@ const ACTIVATION_RECHECK: Duration = Duration::from_secs(15);
 const WAITING_RECHECK: Duration = Duration::from_secs(30);
 /// After its admission is recorded, an instance applies on the next pass.
 const ADMITTED_RECHECK: Duration = Duration::from_millis(100);
+/// After joining the rollout queue, look again this soon: the queue of those
+/// reconciled at the same moment has formed by then.
+const JOIN_RECHECK: Duration = Duration::from_secs(2);
 
 /// An instance admitted to a rollout left it (Ready again, or a newer change
 /// superseded it): a slot of the budget is free.
@@ -127,6 +130,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         &observed,
         desired.as_ref(),
         || ctx.stores.instances.state(),
+        &ctx.admissions,
         &config,
         now,
     );
@@ -150,7 +154,20 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         Plan::Settling => (Outcome::Converged, SETTLE),
         // Recorded first, applied on the pass that follows at once.
         Plan::Admit => (Outcome::Admitted, ADMITTED_RECHECK),
-        Plan::Held(admission) => (Outcome::Held(admission), WAITING_RECHECK),
+        Plan::Held(admission) => {
+            // Joining the queue now: look again soon, the first in line may go.
+            let joined = observed
+                .status
+                .rollout
+                .as_ref()
+                .is_some_and(|r| r.state == crate::api::RolloutState::Waiting);
+            let again = if joined {
+                WAITING_RECHECK
+            } else {
+                JOIN_RECHECK
+            };
+            (Outcome::Held(admission), again)
+        }
         Plan::Apply {
             reasons,
             apply,

@@ -67,11 +67,11 @@ fn percentages_round_down_and_never_below_one() {
 }
 
 #[test]
-fn the_budget_counts_instances_admitted_while_ready_and_not_ready_again() {
+fn the_budget_counts_instances_admitted_while_ready_until_their_record_is_cleared() {
     let f = fleet(
         [
             member("a", false, admitted(FLEET, true, 30)), // counts
-            member("b", true, admitted(FLEET, true, 30)),  // Ready again: done
+            member("b", true, admitted(FLEET, true, 30)), // admitted, pods not restarted yet: counts
             member("c", false, admitted(FLEET, false, 30)), // was not Ready: never counts
             member("d", false, admitted("f1", true, 30)),  // an older rollout still counts
             member("e", true, None),
@@ -81,7 +81,7 @@ fn the_budget_counts_instances_admitted_while_ready_and_not_ready_again() {
         now(),
     );
     assert_eq!(f.total, 5);
-    assert_eq!(f.in_flight, [key("a"), key("d")]);
+    assert_eq!(f.in_flight, [key("a"), key("b"), key("d")]);
     assert!(f.failed.is_empty());
 }
 
@@ -105,12 +105,19 @@ fn waiting_instances_are_admitted_in_order_within_the_budget() {
 }
 
 #[test]
-fn an_instance_not_yet_in_the_queue_waits_behind_those_before_it_in_order() {
-    // The cache has not shown "a0"'s own Waiting record yet; it is still
-    // ordered among the others, so two instances never take one slot.
+fn an_instance_joins_the_queue_before_it_is_admitted() {
+    // Nobody waits yet (the first pass after a change): everyone joins first,
+    // so instances reconciled at the same moment never all take the slots.
+    let empty = fleet([], FLEET, DEADLINE, now());
+    assert!(matches!(
+        admit(&member("a0", true, None), &empty, &count(3)),
+        Admission::Wait { ahead: 0, .. }
+    ));
+    // Once in the queue, the first in order goes; one joining later is
+    // ordered among those waiting.
     let f = fleet(
         [
-            member("a1", true, waiting(FLEET)),
+            member("a0", true, waiting(FLEET)),
             member("a2", true, waiting(FLEET)),
         ],
         FLEET,
@@ -118,12 +125,12 @@ fn an_instance_not_yet_in_the_queue_waits_behind_those_before_it_in_order() {
         now(),
     );
     assert_eq!(
-        admit(&member("a0", true, None), &f, &count(1)),
+        admit(&member("a0", true, waiting(FLEET)), &f, &count(1)),
         Admission::Admit { counted: true }
     );
     assert!(matches!(
-        admit(&member("a3", true, None), &f, &count(1)),
-        Admission::Wait { ahead: 2, .. }
+        admit(&member("a1", true, None), &f, &count(1)),
+        Admission::Wait { ahead: 1, .. }
     ));
 }
 
@@ -184,7 +191,8 @@ fn a_failed_admission_halts_this_revision_and_a_newer_one_ends_the_halt() {
     // A corrected configuration: operator revision f2. The failed one is not
     // Ready, so it goes at once (uncounted); the others follow in the budget,
     // where the failed one of f1 still counts until it is Ready.
-    let f2 = fleet(members.clone(), "f2", DEADLINE, now());
+    let joined = [members[0].clone(), member("b", true, waiting("f2"))];
+    let f2 = fleet(joined, "f2", DEADLINE, now());
     assert!(f2.failed.is_empty());
     assert_eq!(f2.in_flight, [key("a")]);
     assert_eq!(
