@@ -1,10 +1,11 @@
 //! One reconcile of a `KuraInstance`, as a pipeline:
 //!
-//! recall → validate → render → observe → plan → rollout (apply, prune) → probe → status
+//! recall → validate → claims → render → observe → plan → rollout (apply, prune) → probe → status
 //!
 //! Only `rollout` (through `apply` and `prune`) and `status::write` talk to the
-//! apiserver; `observe` reads reflector caches, `recall` this process's memory;
-//! validate, render, plan, probe and status::compute are pure.
+//! apiserver; `observe` reads reflector caches, `recall` this process's memory,
+//! `claims` its index of who holds which host; validate, render, plan, probe
+//! and status::compute are pure.
 
 pub mod apply;
 pub mod events;
@@ -86,6 +87,12 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     let recall = ctx.memory.recall(&instance, SETTLE);
 
     let validated = validate(&instance, &config);
+    // A host another instance holds: like invalid input, nothing is applied
+    // and nothing deleted (claims.rs). A paused instance does neither anyway.
+    let mut host_conflict = match &validated {
+        Ok(_) if !instance.spec.paused => ctx.stores.claims.decide(&instance, &config).err(),
+        _ => None,
+    };
     let desired = validated.as_ref().ok().map(|v| render(v, &config));
     let mut observed = observe::observe(
         &instance,
@@ -107,6 +114,10 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     );
 
     let (outcome, requeue) = match decision {
+        _ if host_conflict.is_some() => (
+            Outcome::HostConflict(host_conflict.take().expect("just checked")),
+            ctx.resync,
+        ),
         Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
         Plan::Paused => (Outcome::Paused, ctx.resync),
         Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
@@ -206,6 +217,9 @@ fn log_outcome(
         }
         Outcome::NameConflict(conflicts) => {
             tracing::warn!(%namespace, instance = %name, conflicts = %conflicts.join("; "), "name conflict: nothing applied")
+        }
+        Outcome::HostConflict(conflict) => {
+            tracing::warn!(%namespace, instance = %name, %conflict, "host conflict: nothing applied")
         }
         _ => {}
     }
