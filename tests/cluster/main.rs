@@ -21,6 +21,7 @@ mod drift;
 mod failures;
 mod founding_incident;
 mod gc_safety;
+mod host_claims;
 mod idle;
 mod image_drift;
 mod names;

@@ -34,6 +34,11 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     /// Names this operator's files when several run in one namespace.
     pub replica: Option<String>,
+    /// Watch every namespace instead of the test's (only on a plane of the
+    /// test's own: on the shared one it would reconcile other tests' instances).
+    pub all_namespaces: bool,
+    /// `--resync`, instead of 3s.
+    pub resync: Option<String>,
 }
 
 impl Operator {
@@ -107,13 +112,16 @@ impl Operator {
             .append(true)
             .open(&self.log_path)
             .unwrap();
+        let scope = match self.options.all_namespaces {
+            true => vec![],
+            false => vec!["--namespace".to_string(), self.namespace.clone()],
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_kura-operator"))
+            .arg("run")
+            .args(scope)
             .args([
-                "run",
-                "--namespace",
-                &self.namespace,
                 "--resync",
-                "3s",
+                self.options.resync.as_deref().unwrap_or("3s"),
                 "--metrics-addr",
                 &format!("127.0.0.1:{}", self.metrics_port),
             ])
