@@ -93,6 +93,16 @@ impl From<&KuraInstanceSpec> for HostInputs {
     }
 }
 
+impl HostInputs {
+    /// Whether `spec` has these inputs (without copying them out).
+    pub fn same_as(&self, spec: &KuraInstanceSpec) -> bool {
+        self.host == spec.host
+            && self.aliases == spec.aliases
+            && self.account == spec.account
+            && self.region == spec.region
+    }
+}
+
 /// One host an instance asks for, and the field it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostClaim {

@@ -89,6 +89,14 @@ impl Index {
             return self.remove_instance(instance);
         }
         let uid = claimant.uid.clone();
+        // Most events are status writes: nothing to do for them.
+        if self
+            .instances
+            .get(&uid)
+            .is_some_and(|e| e.inputs.same_as(&instance.spec))
+        {
+            return Vec::new();
+        }
         let before = self.instances.get(&uid).map(|e| e.hosts.clone());
         self.put_instance(claimant, HostInputs::from(&instance.spec));
         let after = &self.instances[&uid].hosts;
