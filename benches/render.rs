@@ -44,5 +44,47 @@ fn core(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, core);
+/// A reconcile's host check among a thousand instances, each with its own
+/// host, an alias and a serving Ingress: an index lookup, not a scan.
+fn claims(c: &mut Criterion) {
+    use k8s_openapi::api::networking::v1::Ingress;
+    use kube::runtime::{reflector, watcher};
+    use kura_operator::claims::Claims;
+
+    let (instance, config) = example();
+    let (claims, _woken) = Claims::new();
+    let (instances, _) = reflector::store::<KuraInstance>();
+    let (ingresses, _) = reflector::store::<Ingress>();
+    let fleet = |i: usize| {
+        let mut other = instance.clone();
+        other.metadata.name = Some(format!("i{i}"));
+        other.metadata.uid = Some(format!("uid-{i}"));
+        other.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(1_700_000_000 + i as i64).unwrap(),
+            ));
+        other.spec.account = format!("acct{i}");
+        other.spec.aliases = vec![format!("alias{i}.example.com")];
+        other
+    };
+    for i in 0..1000 {
+        let other = fleet(i);
+        claims.instance_event(&instances, &watcher::Event::Apply(other.clone()));
+        let ingress: Ingress = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("i{i}"), "namespace": "kura-demo",
+                "labels": {"app.kubernetes.io/managed-by": "kura-operator", "kura.dev/instance": format!("i{i}")},
+                "ownerReferences": [{"apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+                    "name": format!("i{i}"), "uid": format!("uid-{i}"), "controller": true}]},
+            "spec": {"rules": [{"host": format!("acct{i}.eu-west-1.kura.example.com")}]},
+        }))
+        .unwrap();
+        claims.ingress_event(&ingresses, &watcher::Event::Apply(ingress));
+    }
+    let me = fleet(500);
+    c.bench_function("claims/decide-among-1000", |b| {
+        b.iter(|| claims.decide(black_box(&me), black_box(&config)).unwrap())
+    });
+}
+
+criterion_group!(benches, core, claims);
 criterion_main!(benches);

@@ -20,6 +20,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::api::{KuraGateway, KuraInstance};
+use crate::claims::Claims;
 use crate::context::Context;
 use crate::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 use crate::reconcile::observe::{applied_by, fingerprint};
@@ -87,7 +88,18 @@ fn reflect_trimmed<K: Cacheable>(
     wc: watcher::Config,
     trim: fn(&mut K),
 ) -> (Store<K>, Shared<K>) {
+    reflect_observed(api, wc, trim, |_, _| {})
+}
+
+/// [`reflect_trimmed`], showing `observe` each event once the cache has it.
+fn reflect_observed<K: Cacheable>(
+    api: Api<K>,
+    wc: watcher::Config,
+    trim: fn(&mut K),
+    mut observe: impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static,
+) -> (Store<K>, Shared<K>) {
     let (reader, writer) = reflector::store();
+    let cache = reader.clone();
     let kind = K::kind(&()).to_string();
     let watch = watcher(api, wc).inspect(move |event| match event {
         Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying with backoff"),
@@ -102,6 +114,11 @@ fn reflect_trimmed<K: Cacheable>(
     // for up to 30 s, during which the others expire and fail in turn: the
     // instance controller went minutes without reconciling (tests/cluster/plane_faults.rs).
     let stream = reflector::reflector(writer, events)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                observe(&cache, event)
+            }
+        })
         .touched_objects()
         .filter(|event| std::future::ready(event.is_ok()))
         .boxed();
@@ -236,6 +253,8 @@ pub struct Streams {
     service_accounts: Shared<PartialObjectMeta<ServiceAccount>>,
     pdbs: Shared<PartialObjectMeta<PodDisruptionBudget>>,
     network_policies: Shared<PartialObjectMeta<NetworkPolicy>>,
+    /// Instances waiting for a host that may just have been freed.
+    claims_woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>,
 }
 
 /// The gateway controller's triggers, copies of the instance controller's
@@ -253,14 +272,33 @@ pub struct GatewayStreams {
 /// The instance controller's streams (with every cache) and the gateway
 /// controller's, copies of the same watches.
 pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
-    let (instances_store, instances) = reflect(scope.api::<KuraInstance>(), scope.watch_config());
+    // Host claims follow the instances and the Ingresses of ours (claims.rs).
+    let (claims, claims_woken) = Claims::new();
+    let claims = Arc::new(claims);
+    let (instances_store, instances) = {
+        let claims = claims.clone();
+        reflect_observed(
+            scope.api::<KuraInstance>(),
+            scope.watch_config(),
+            compact_managed_fields,
+            move |store, event| claims.instance_event(store, event),
+        )
+    };
     let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
     let (sts_store, stateful_sets) = reflect_trimmed(
         scope.api::<StatefulSet>(),
         scope.managed(),
         compact_stateful_set,
     );
-    let (ing_store, ingresses) = reflect(scope.api::<Ingress>(), scope.managed());
+    let (ing_store, ingresses) = {
+        let claims = claims.clone();
+        reflect_observed(
+            scope.api::<Ingress>(),
+            scope.managed(),
+            compact_managed_fields,
+            move |store, event| claims.ingress_event(store, event),
+        )
+    };
     let (class_store, ingress_classes) = reflect(
         Api::<IngressClass>::all(scope.client.clone()),
         scope.watch_config(),
@@ -308,6 +346,7 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
             pod_disruption_budgets: pdb,
             network_policies: np,
             deployments: dep,
+            claims,
         },
         instances,
         gateways,
@@ -319,6 +358,7 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
         service_accounts,
         pdbs,
         network_policies,
+        claims_woken,
     };
     (instance, gateway)
 }
@@ -461,6 +501,9 @@ pub fn instance_controller(
             let name = class.metadata.name.clone().unwrap_or_default();
             instances_using(&by_class, None, |s| s.ingress_class_name == name)
         })
+        // A host freed (its holder deleted, or given other hosts) goes to
+        // the instances waiting for it at once, not at the next resync.
+        .reconcile_on(streams.claims_woken)
         .reconcile_all_on(reconcile_all)
         .reconcile_on(futures::stream::unfold(wake, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))

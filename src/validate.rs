@@ -15,6 +15,8 @@ mod hosts;
 pub(crate) mod resources;
 pub mod rules;
 
+pub use hosts::default_host;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;

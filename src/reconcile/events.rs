@@ -1,5 +1,6 @@
 //! Events on transitions, not on every pass: an apply (with its reasons), a
-//! force token acknowledged, a prune, the first failure, Stalled, Invalid, Ready.
+//! force token acknowledged, a prune, the first failure, Stalled, Invalid, a
+//! name or host conflict, Ready.
 
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -124,6 +125,9 @@ pub fn events_for(
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             out.push(ev(EventType::Warning, "NameConflict", msg));
+        }
+        Outcome::HostConflict(conflict) if ready_news() => {
+            out.push(ev(EventType::Warning, "HostConflict", conflict.to_string()));
         }
         Outcome::Invalid(errors) => {
             let changed = find(&prev.conditions, VALID).is_none_or(|c| {

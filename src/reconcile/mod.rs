@@ -1,10 +1,11 @@
 //! One reconcile of a `KuraInstance`, as a pipeline:
 //!
-//! recall → validate → pin storage → render → observe → plan → rollout (apply, prune) → probe → status
+//! recall → validate → pin storage → claims → render → observe → plan → rollout (apply, prune) → probe → status
 //!
 //! Only `rollout` (through `apply` and `prune`) and `status::write` talk to the
-//! apiserver; `observe` reads reflector caches, `recall` this process's memory;
-//! validate, render, plan, probe and status::compute are pure.
+//! apiserver; `observe` reads reflector caches, `recall` this process's memory,
+//! `claims` its index of who holds which host; validate, render, plan, probe
+//! and status::compute are pure.
 
 pub mod apply;
 pub mod budget;
@@ -114,6 +115,12 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         let live = ctx.stores.live_claim(&v.namespace, &v.name);
         storage::pin(v, live.as_ref())
     });
+    // A host another instance holds: like invalid input, nothing is applied
+    // and nothing deleted (claims.rs). A paused instance does neither anyway.
+    let mut host_conflict = match &validated {
+        Ok(_) if !instance.spec.paused => ctx.stores.claims.decide(&instance, &config).err(),
+        _ => None,
+    };
     let desired = validated.as_ref().ok().map(|v| render(v, &config));
     let mut observed = observe::observe(
         &instance,
@@ -128,7 +135,8 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     observed.budget = budget::view(
         &instance,
         &observed,
-        desired.as_ref(),
+        // An instance that may apply nothing takes no slot of the budget.
+        desired.as_ref().filter(|_| host_conflict.is_none()),
         || ctx.stores.instances.state(),
         &ctx.admissions,
         &config,
@@ -144,6 +152,10 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     );
 
     let (outcome, requeue) = match decision {
+        _ if host_conflict.is_some() => (
+            Outcome::HostConflict(host_conflict.take().expect("just checked")),
+            ctx.resync,
+        ),
         Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
         Plan::Paused => (Outcome::Paused, ctx.resync),
         Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
@@ -275,6 +287,9 @@ fn log_outcome(
         }
         Outcome::NameConflict(conflicts) => {
             tracing::warn!(%namespace, instance = %name, conflicts = %conflicts.join("; "), "name conflict: nothing applied")
+        }
+        Outcome::HostConflict(conflict) => {
+            tracing::warn!(%namespace, instance = %name, %conflict, "host conflict: nothing applied")
         }
         _ => {}
     }

@@ -33,6 +33,8 @@ pub enum Outcome {
     Paused,
     /// Objects of the desired names exist and are not this instance's.
     NameConflict(Vec<String>),
+    /// Hosts this instance asks for are held by other instances.
+    HostConflict(crate::claims::Conflict),
     /// Everything chosen was applied; `pruned` says how the prune went (its
     /// failure, if any, is reported, and what it could not delete stays in
     /// `inventory`).
@@ -78,6 +80,7 @@ impl Outcome {
             Outcome::Invalid(_) => "invalid",
             Outcome::Paused => "paused",
             Outcome::NameConflict(_) => "name-conflict",
+            Outcome::HostConflict(_) => "host-conflict",
             Outcome::Applied { .. } => "applied",
             Outcome::ApplyFailed { .. } => "apply-failed",
             Outcome::Waiting { .. } => "waiting",
@@ -179,6 +182,19 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             fresh.push(c(READY, False, "NameConflict", msg.clone()));
             fresh.push(c(RECONCILING, False, "NameConflict", String::new()));
             fresh.push(c(STALLED, True, "NameConflict", msg));
+        }
+        Outcome::HostConflict(conflict) => {
+            // Nothing to retry until the holder or this spec changes (the
+            // holder's changes reconcile this instance at once).
+            s.phase = Some(Phase::Stalled);
+            let msg = format!(
+                "nothing applied: {conflict}; a host is served to one instance only: \
+                 choose another host here, or free it on the holder (another host, or delete it)"
+            );
+            fresh.push(c(VALID, True, "Valid", String::new()));
+            fresh.push(c(READY, False, "HostConflict", msg.clone()));
+            fresh.push(c(RECONCILING, False, "HostConflict", String::new()));
+            fresh.push(c(STALLED, True, "HostConflict", msg));
         }
         Outcome::ApplyFailed {
             failure, streak, ..

@@ -29,6 +29,8 @@ pub struct Stores {
     pub pod_disruption_budgets: Store<PartialObjectMeta<PodDisruptionBudget>>,
     pub network_policies: Store<PartialObjectMeta<NetworkPolicy>>,
     pub deployments: Store<PartialObjectMeta<Deployment>>,
+    /// Who holds which host, kept up to date from the instance and Ingress watches.
+    pub claims: std::sync::Arc<crate::claims::Claims>,
 }
 
 fn key<K: kube::Resource<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {

@@ -50,7 +50,7 @@ pub(super) fn resolve(
     if let Some(host) = &spec.host {
         return Some(host.clone());
     }
-    let host = format!("{}.{}.{domain}", spec.account, spec.region);
+    let host = default_host(&spec.account, &spec.region, domain);
     let path = format!(
         "spec.host (defaulted from account, region and regions.{}.domain)",
         spec.region
@@ -65,6 +65,12 @@ pub(super) fn resolve(
             None
         }
     }
+}
+
+/// The host of an instance without `spec.host`: `<account>.<region>.<domain>`
+/// (also what `claims` counts as the instance's host).
+pub fn default_host(account: &str, region: &str, domain: &str) -> String {
+    format!("{account}.{region}.{domain}")
 }
 
 /// No alias may repeat the host (two Ingresses for one host), and no two aliases may

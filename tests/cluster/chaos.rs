@@ -71,7 +71,9 @@ async fn fleet_converges_after_twenty_kills_during_a_rollout() {
         let body = json!({
             "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
             "metadata": {"name": format!("i{i:02}")},
-            "spec": {"account": format!("acct{}", i % 10), "region": "r1", "image": "registry.example/kura:1.0.0", "storage": {"size": "1Gi"}},
+            // Five instances share an account (and its gateway); each has a
+            // host of its own, since a host is served to one instance only.
+            "spec": {"account": format!("acct{}", i % 10), "host": format!("i{i:02}.kura.test"), "region": "r1", "image": "registry.example/kura:1.0.0", "storage": {"size": "1Gi"}},
         });
         apply_json(&instances, "test", body).await.unwrap();
     }

@@ -18,11 +18,14 @@ use kura_operator::names;
 
 const T: Duration = Duration::from_secs(60);
 
+/// Instances of one account share its gateway; each has a host of its own,
+/// since a host is served to one instance only.
 fn of_account(name: &str, account: &str) -> serde_json::Value {
     json!({
         "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
         "metadata": {"name": name},
-        "spec": {"account": account, "region": "r1", "image": "registry.example/kura:1.0.0", "storage": {"size": "1Gi"}},
+        "spec": {"account": account, "host": format!("{name}.{account}.kura.test"), "region": "r1",
+                 "image": "registry.example/kura:1.0.0", "storage": {"size": "1Gi"}},
     })
 }
 

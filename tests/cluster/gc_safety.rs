@@ -17,12 +17,14 @@ use kura_operator::api::{KuraGateway, KuraInstance};
 
 const T: Duration = Duration::from_secs(60);
 
+/// Instances of account acme share its gateway; each has a host of its own,
+/// since a host is served to one instance only.
 fn acme(name: &str, extra: serde_json::Value) -> serde_json::Value {
     let mut v = json!({
         "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
         "metadata": {"name": name},
-        "spec": {"account": "acme", "region": "r1", "image": "registry.example/kura:1.0.0",
-                 "storage": {"size": "1Gi"}},
+        "spec": {"account": "acme", "host": format!("{name}.acme.kura.test"), "region": "r1",
+                 "image": "registry.example/kura:1.0.0", "storage": {"size": "1Gi"}},
     });
     if let (Some(spec), Some(extra)) = (v["spec"].as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());

@@ -23,6 +23,7 @@ mod failures;
 mod founding_incident;
 mod gateways;
 mod gc_safety;
+mod host_claims;
 mod idle;
 mod image_drift;
 mod minimal_apply;

@@ -507,3 +507,68 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
     );
     assert!(events_for(&failed, &failed, &Outcome::Converged).is_empty());
 }
+
+#[test]
+fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
+    use crate::claims::{Claimant, Conflict, Lost};
+    let conflict = Outcome::HostConflict(Conflict(vec![Lost {
+        field: "spec.aliases[0]".into(),
+        host: "shop.example".into(),
+        holder: Claimant {
+            namespace: "a".into(),
+            name: "acme".into(),
+            uid: "u".into(),
+            created: Some(now()),
+        },
+        holder_serves: true,
+        also_served_here: false,
+    }]));
+    let (prev, s) = after(&conflict, None, None);
+    assert_eq!(s.phase, Some(Phase::Stalled));
+    let (status, reason, message) = ready(&s);
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::False, "HostConflict")
+    );
+    for part in [
+        "spec.aliases[0]",
+        "\"shop.example\"",
+        "a/acme",
+        "nothing applied",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    let stalled = find(&s.conditions, STALLED).unwrap();
+    assert_eq!(
+        (stalled.status, stalled.reason.as_str()),
+        (ConditionStatus::True, "HostConflict")
+    );
+    assert_eq!(
+        (&s.applied_revision, &s.inventory, &s.retry),
+        (&prev.applied_revision, &prev.inventory, &prev.retry),
+        "what was applied stays recorded; nothing to retry"
+    );
+    assert_eq!(
+        reasons_of(&events_for(&prev, &s, &conflict)),
+        ["HostConflict"]
+    );
+    // The same conflict ten minutes later: the same status (no write), no Event.
+    let mut observed = converged(&desired("r1", "img:1"), Phase::Ready);
+    observed.status = s.clone();
+    let again = compute(&StatusInputs {
+        observed: &observed,
+        desired: Some(&desired("r2", "img:2")),
+        gateway: None,
+        outcome: &conflict,
+        activation: None,
+        pending_storage: None,
+        rollout: ROLLOUT,
+        policy: &RetryPolicy::default(),
+        now: now() + jiff::SignedDuration::from_secs(600),
+    });
+    assert_eq!(again, s);
+    assert!(
+        events_for(&s, &again, &conflict).is_empty(),
+        "announced once"
+    );
+}

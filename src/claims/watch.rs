@@ -1,0 +1,98 @@
+//! Host claims in the running operator: the index, fed by the instance and
+//! Ingress watches, and the one call a reconcile makes. Whom a change may
+//! concern is sent to the instance controller (`woken`), which reconciles them.
+
+use std::sync::Mutex;
+
+use futures::channel::mpsc;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+
+use super::index::{Index, Wake};
+use super::{Claimant, Conflict, HostInputs, check, hosts};
+use crate::api::KuraInstance;
+use crate::config::OperatorConfig;
+
+pub struct Claims {
+    index: Mutex<Index>,
+    wake: mpsc::UnboundedSender<ObjectRef<KuraInstance>>,
+}
+
+impl Claims {
+    /// The claims, and the stream of instances to reconcile because a host
+    /// they wait for may have been freed.
+    pub fn new() -> (Claims, mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>) {
+        let (wake, woken) = mpsc::unbounded();
+        let claims = Claims {
+            index: Mutex::new(Index::default()),
+            wake,
+        };
+        (claims, woken)
+    }
+
+    /// After the reflector applied `event` to `store`.
+    pub fn instance_event(
+        &self,
+        store: &Store<KuraInstance>,
+        event: &watcher::Event<KuraInstance>,
+    ) {
+        let mut index = self.index.lock().unwrap();
+        let wakes = match event {
+            watcher::Event::Apply(i) => index.upsert_instance(i),
+            watcher::Event::Delete(i) => index.remove_instance(i),
+            watcher::Event::InitDone => {
+                let all = store.state();
+                index.reset_instances(all.iter().map(|i| i.as_ref()))
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+        };
+        drop(index);
+        self.send(wakes);
+    }
+
+    /// After the reflector applied `event` to `store`.
+    pub fn ingress_event(&self, store: &Store<Ingress>, event: &watcher::Event<Ingress>) {
+        let mut index = self.index.lock().unwrap();
+        let wakes = match event {
+            watcher::Event::Apply(i) => index.upsert_ingress(i),
+            watcher::Event::Delete(i) => index.remove_ingress(i),
+            watcher::Event::InitDone => {
+                let all = store.state();
+                index.reset_ingresses(all.iter().map(|i| i.as_ref()))
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+        };
+        drop(index);
+        self.send(wakes);
+    }
+
+    /// Whether `instance` (valid under `config`) holds every host it asks
+    /// for; if it does, they are granted to it at once, so that an instance
+    /// reconciled meanwhile sees them held before the caches show its Ingresses.
+    pub fn decide(&self, instance: &KuraInstance, config: &OperatorConfig) -> Result<(), Conflict> {
+        let Some(me) = Claimant::of(instance) else {
+            return Ok(());
+        };
+        let domain = config
+            .regions
+            .get(&instance.spec.region)
+            .map(|r| r.domain.as_str());
+        let wanted = hosts(&HostInputs::from(&instance.spec), domain);
+        let names: Vec<String> = wanted.iter().map(|h| h.host.clone()).collect();
+        let mut index = self.index.lock().unwrap();
+        index.set_config(config);
+        check(&me, &wanted, &index.standings(&names))?;
+        index.grant(&me, &names);
+        Ok(())
+    }
+
+    fn send(&self, wakes: Vec<Wake>) {
+        for (namespace, name) in wakes {
+            // The receiver is gone only when the controller stopped.
+            let _ = self
+                .wake
+                .unbounded_send(ObjectRef::new(&name).within(&namespace));
+        }
+    }
+}
