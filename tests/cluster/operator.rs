@@ -345,13 +345,14 @@ impl ReadyInstance {
 /// Creates `n` instances named `{prefix}00`, `{prefix}01`, … on one image.
 pub async fn create_fleet(instances: &Api<KuraInstance>, prefix: &str, n: usize) {
     for i in 0..n {
+        let name = format!("{prefix}{i:02}");
         crate::support::apply_json(
             instances,
             "test",
-            instance(&format!("{prefix}{i:02}"), "registry.example/kura:1.0.0"),
+            instance(&name, "registry.example/kura:1.0.0"),
         )
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("creating instance {name}: {e:?}"));
     }
 }
 
