@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{KuraGateway, KuraInstance};
 use crate::context::Context;
-use crate::keys::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
-use crate::reconcile::observe::owned_fields;
+use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::reconcile::observe::{owned_fields, rivals};
 use crate::reconcile::{self, stores::Stores};
 
 /// Where the operator looks: every namespace, or one.
@@ -109,35 +109,41 @@ fn reflect_trimmed<K: Cacheable>(
 }
 
 /// Of an object's managedFields the caches keep what `observe::live_child` reads:
-/// the fingerprint of this operator's own apply entry (`owned_fields`) and the
-/// names of the other managers of spec and metadata (`other_managers`). As
-/// `serde_json::Value` trees, managedFields were the largest part of every cached
-/// object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
-/// memory; docs/benchmarks.md, scale).
+/// the fingerprint of this operator's own apply entry (`owned_fields`) and, of
+/// each other manager of spec and metadata (the scale subresource's too), only
+/// the fields it holds that this operator's entry does not (`observe::rivals`),
+/// usually none. As `serde_json::Value` trees, managedFields were the largest
+/// part of every cached object (a StatefulSet's own entry alone is ~2.4 KB of
+/// JSON, many times that in memory; docs/benchmarks.md, scale).
 fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     let fingerprint = owned_fields(meta);
     let Some(entries) = meta.managed_fields.take() else {
         return;
     };
+    let ours = entries
+        .iter()
+        .find(|m| rivals::is_own_entry(m))
+        .and_then(|m| m.fields_v1.as_ref())
+        .map(|f| &f.0);
     let compact = entries
-        .into_iter()
-        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
-        .map(|m| {
-            let own = m.manager.as_deref() == Some(FIELD_MANAGER)
-                && m.operation.as_deref() == Some("Apply");
-            ManagedFieldsEntry {
-                fields_v1: own
-                    .then(|| {
-                        fingerprint
-                            .clone()
-                            .map(|f| FieldsV1(serde_json::Value::String(f)))
-                    })
-                    .flatten(),
-                manager: m.manager,
-                operation: m.operation,
+        .iter()
+        .filter_map(|m| {
+            let fields_v1 = if rivals::is_own_entry(m) {
+                fingerprint.clone().map(serde_json::Value::String)
+            } else if rivals::is_rival(m) {
+                // A manager holding nothing of ours can never be named: dropped.
+                Some(rivals::exclusive(&m.fields_v1.as_ref()?.0, ours)?)
+            } else {
+                return None;
+            };
+            Some(ManagedFieldsEntry {
+                fields_v1: fields_v1.map(FieldsV1),
+                manager: m.manager.clone(),
+                operation: m.operation.clone(),
+                subresource: m.subresource.clone(),
                 ..Default::default()
-            }
+            })
         })
         .collect();
     meta.managed_fields = Some(compact);
@@ -440,6 +446,7 @@ mod tests {
     use serde_json::json;
 
     use super::compact_managed_fields;
+    use crate::kind::ChildKind;
     use crate::reconcile::observe::live_child;
     use crate::reconcile::plan::Owner;
 
@@ -485,34 +492,84 @@ mod tests {
         assert_eq!(sts.metadata.generation, Some(3));
     }
 
-    /// Compacting keeps exactly what drift and conflict detection read.
+    /// The example acme-eu's StatefulSet as the operator renders it.
+    fn rendered_stateful_set() -> crate::render::Manifest {
+        let config =
+            crate::config::OperatorConfig::parse(include_str!("../examples/config.yaml")).unwrap();
+        let instance: crate::api::KuraInstance = serde_yaml::from_str(
+            include_str!("../examples/instances.yaml")
+                .split("\n---\n")
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        let validated = crate::validate::validate(&instance, &config).unwrap();
+        let desired = crate::render::render(&validated, &config);
+        let sts = desired
+            .objects
+            .into_iter()
+            .find(|o| o.id.kind == ChildKind::StatefulSet);
+        sts.unwrap().manifest
+    }
+
+    /// Compacting keeps exactly what drift and conflict detection read, and
+    /// of other managers only what they hold that the operator's entry does not.
     #[test]
     fn compacted_cache_objects_observe_the_same() {
+        let rendered = rendered_stateful_set();
         let mut sts: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "a", "managedFields": [
                 entry("kube-controller-manager", "Update", Some("status"), "replicas"),
                 entry("kura-operator", "Apply", None, "template"),
                 entry("kura-operator", "Apply", Some("status"), "x"),
                 entry("kubectl", "Update", None, "replicas"),
+                entry("kubectl", "Update", Some("scale"), "replicas"),
+                entry("gitops", "Apply", None, "template"),
+                entry("annotator", "Update", None, "minReadySeconds"),
             ]},
         }))
         .unwrap();
-        let before = live_child(&sts.metadata, Owner::Ours);
+        let before = live_child(&sts.metadata, Owner::Ours, Some(&rendered));
         assert!(before.owned_fields.is_some());
-        assert_eq!(before.other_managers, ["kubectl"]);
+        assert_eq!(
+            before.other_managers,
+            ["kubectl", "kubectl (scale subresource)"]
+        );
         compact_managed_fields(&mut sts);
-        assert_eq!(live_child(&sts.metadata, Owner::Ours), before);
-        let kept = sts.metadata.managed_fields.unwrap();
-        assert_eq!(kept.len(), 2);
-        assert!(kept.iter().all(|m| m.subresource.is_none()));
+        assert_eq!(
+            live_child(&sts.metadata, Owner::Ours, Some(&rendered)),
+            before
+        );
+        let kept: Vec<(Option<String>, Option<String>)> = sts
+            .metadata
+            .managed_fields
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.manager, m.subresource))
+            .collect();
+        let some = |s: &str| Some(s.to_string());
+        // Status writers are gone; gitops shares what it holds with us.
+        assert_eq!(
+            kept,
+            [
+                (some("kura-operator"), None),
+                (some("kubectl"), None),
+                (some("kubectl"), some("scale")),
+                (some("annotator"), None),
+            ]
+        );
 
         let mut foreign: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "b", "managedFields": [entry("kubectl", "Update", None, "replicas")]},
         }))
         .unwrap();
-        let before = live_child(&foreign.metadata, Owner::Ours);
+        let before = live_child(&foreign.metadata, Owner::Ours, Some(&rendered));
         compact_managed_fields(&mut foreign);
-        assert_eq!(live_child(&foreign.metadata, Owner::Ours), before);
+        assert_eq!(
+            live_child(&foreign.metadata, Owner::Ours, Some(&rendered)),
+            before
+        );
         assert_eq!(before.owned_fields, None);
+        assert_eq!(before.other_managers, ["kubectl"]);
     }
 }

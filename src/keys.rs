@@ -37,5 +37,9 @@ pub const CREATE_ONLY_RESOURCE_VERSION: &str = "1";
 /// owned by a namespaced object, so the garbage collector cannot remove it.
 pub const GATEWAY_FINALIZER: &str = "kura.dev/ingress-class";
 
+/// The name of the cache's container in the pod template (the image drift
+/// check reads its image).
+pub const KURA_CONTAINER: &str = "kura";
+
 /// Port the Kura cache serves HTTP (and `GET /up`) on.
 pub const CACHE_PORT: i32 = 8080;

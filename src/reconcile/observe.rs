@@ -1,5 +1,7 @@
 //! `observe`: read what `plan` and `probe` need from the reflector caches.
 
+pub mod rivals;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -8,12 +10,12 @@ use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::keys::{
-    ANNOTATION_ADOPT, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER, LABEL_MANAGED_BY,
-    MANAGED_BY_VALUE,
+    ANNOTATION_ADOPT, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION, FIELD_MANAGER, KURA_CONTAINER,
+    LABEL_MANAGED_BY, MANAGED_BY_VALUE,
 };
 use crate::kind::ChildKind;
 use crate::render::hash::hex_sha256;
-use crate::render::{Desired, ObjectId};
+use crate::render::{Desired, Manifest, ObjectId};
 
 /// `status`: the status to decide from (the cache's, or a fresher one this
 /// process wrote; see `memory::Memory::recall`).
@@ -36,11 +38,13 @@ pub fn observe(
         ids.extend(d.objects.iter().map(|o| o.id.clone()));
     }
     ids.extend(stores.labelled_as(namespace, name));
+    let rendered = |id: &ObjectId| desired?.objects.iter().find(|o| &o.id == id);
     let children: BTreeMap<ObjectId, LiveChild> = ids
         .into_iter()
         .filter_map(|id| {
             let meta = stores.meta(&id)?;
-            let mut live = live_child(&meta, owner(&meta, id.kind, uid, name));
+            let owner = owner(&meta, id.kind, uid, name);
+            let mut live = live_child(&meta, owner, rendered(&id).map(|o| &o.manifest));
             if id.kind == ChildKind::Ingress {
                 live.ingress_class = stores
                     .ingress(&id)
@@ -49,19 +53,25 @@ pub fn observe(
             Some((id, live))
         })
         .collect();
-    let running_image = desired.and_then(|d| {
+    let workload = desired.and_then(|d| {
         let sts_id = &d
             .objects
             .iter()
             .find(|o| o.id.kind == ChildKind::StatefulSet)?
             .id;
-        let sts = stores.stateful_set(sts_id)?;
+        stores.stateful_set(sts_id)
+    });
+    let running_image = workload.as_ref().and_then(|sts| {
         let pod = sts.spec.as_ref()?.template.spec.as_ref()?;
         pod.containers
             .iter()
-            .find(|c| c.name == "kura")
+            .find(|c| c.name == KURA_CONTAINER)
             .and_then(|c| c.image.clone())
     });
+    let image_managers = match (&workload, &running_image) {
+        (Some(sts), Some(image)) => image_managers(&sts.metadata, image),
+        _ => Vec::new(),
+    };
     Observed {
         generation: instance.metadata.generation,
         force_token: instance
@@ -74,12 +84,22 @@ pub fn observe(
         status,
         children,
         running_image,
+        image_managers,
         // Not a cache's to say: the reconcile knows its own recent applies.
         just_applied: false,
     }
 }
 
-pub fn live_child(meta: &ObjectMeta, owner: Owner) -> LiveChild {
+/// `rendered`: the object as this operator renders it now, if it does; the
+/// other managers holding fields of it are named.
+pub fn live_child(meta: &ObjectMeta, owner: Owner, rendered: Option<&Manifest>) -> LiveChild {
+    let other_managers = match rendered {
+        // Serialised only when someone else may hold a field of it (rare).
+        Some(m) if meta.managed_fields.iter().flatten().any(rivals::is_rival) => {
+            serde_json::to_value(m).map_or_else(|_| Vec::new(), |v| rivals::contested(meta, &v))
+        }
+        _ => Vec::new(),
+    };
     LiveChild {
         revision: meta
             .annotations
@@ -87,10 +107,17 @@ pub fn live_child(meta: &ObjectMeta, owner: Owner) -> LiveChild {
             .and_then(|a| a.get(ANNOTATION_REVISION))
             .cloned(),
         owned_fields: owned_fields(meta),
-        other_managers: other_managers(meta),
+        other_managers,
         owner,
         ingress_class: None,
     }
+}
+
+/// The other managers holding the workload's image (running as `image`).
+fn image_managers(meta: &ObjectMeta, image: &str) -> Vec<String> {
+    let only_the_image = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": KURA_CONTAINER, "image": image}]}}}});
+    rivals::contested(meta, &only_the_image)
 }
 
 /// Whose an object is, from its metadata. An instance's child is its own when
@@ -137,30 +164,14 @@ pub fn owner(meta: &ObjectMeta, kind: ChildKind, instance_uid: &str, instance_na
     }
 }
 
-/// Other managers of the object's spec and metadata (status writers are not
-/// rivals: they own no field this operator renders).
-fn other_managers(meta: &ObjectMeta) -> Vec<String> {
-    let mut names: Vec<String> = meta
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
-        .filter_map(|m| m.manager.clone())
-        .filter(|m| m != FIELD_MANAGER)
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
 /// Fingerprint of the fields this operator's field manager owns (by apply). When
 /// another actor takes one of them (an Update or a forced Apply), it changes.
 pub fn owned_fields(meta: &ObjectMeta) -> Option<String> {
-    let entry = meta.managed_fields.as_ref()?.iter().find(|m| {
-        m.manager.as_deref() == Some(FIELD_MANAGER)
-            && m.operation.as_deref() == Some("Apply")
-            && m.subresource.as_deref().unwrap_or("").is_empty()
-    })?;
+    let entry = meta
+        .managed_fields
+        .as_ref()?
+        .iter()
+        .find(|m| rivals::is_own_entry(m))?;
     let fields = &entry.fields_v1.as_ref()?.0;
     // The reflector caches keep only this fingerprint (controller.rs); a real
     // fieldsV1 is always an object.
