@@ -29,6 +29,7 @@ mod ops;
 mod orphans;
 mod ownership;
 mod plane_faults;
+mod progress;
 mod recovery;
 mod restart;
 mod stale_address;
