@@ -9,7 +9,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 scripts/control-plane.sh up
 eval "$(scripts/control-plane.sh env)"
-cargo build --locked --bin kura-operator
+# The binary `scripts/dev.sh test` builds: after the tests, nothing to build.
+scripts/dev.sh build
 kubectl apply --server-side -f crds/ >/dev/null
 kubectl wait --for=condition=Established crd/kurainstances.kura.dev crd/kuragateways.kura.dev --timeout=60s >/dev/null
 kubectl create namespace kura-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null

@@ -8,6 +8,8 @@
 #                         checks (fmt, clippy, CRD drift) and the whole test suite;
 #                         then stop the plane if this run started it
 #                         (KURA_KEEP_PLANE=1 keeps it running)
+#   scripts/dev.sh build  build target/debug/kura-operator as the tests build it
+#                         (extra arguments go to cargo)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -27,6 +29,14 @@ after_tests() {
 }
 
 case "${1:-}" in
+  build)
+    shift
+    # With a test target in the same build, cargo unifies the dev-dependencies'
+    # features into the shared dependencies exactly as `cargo test` does, so this
+    # is the very binary the tests build and run: after `test`, nothing to build.
+    # (`--bin kura-operator` alone is another build of every crate that differs.)
+    cargo build --locked --bin kura-operator --test startup "$@"
+    ;;
   test)
     started=1
     if $cp status >/dev/null 2>&1; then started=0; fi
@@ -41,5 +51,5 @@ case "${1:-}" in
   demo)
     exec scripts/demo.sh
     ;;
-  *) echo "usage: $0 demo|test" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|test|build" >&2; exit 2 ;;
 esac
