@@ -6,7 +6,9 @@
 #   scripts/control-plane.sh up       build if needed, start everything, wait for /readyz
 #   scripts/control-plane.sh down     stop only the processes this script started
 #   scripts/control-plane.sh status   what runs, with pids
-#   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)")
+#   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)"):
+#                                     KUBECONFIG; kubectl, helm and this checkout's
+#                                     kura-operator (target/debug) on PATH
 #
 # Everything listens on 127.0.0.1 only. Pods cannot run here (no kubelet, no
 # container runtime): kura-sim plays the kubelet and an ingress controller, and
@@ -251,8 +253,10 @@ cmd_status() {
 }
 
 cmd_env() {
+  local target="${CARGO_TARGET_DIR:-target}"
+  case "$target" in /*) ;; *) target="$repo/$target" ;; esac
   echo "export KUBECONFIG=$state/kubeconfig"
-  echo "export PATH=$cache/bin/current:\$PATH"
+  echo "export PATH=$cache/bin/current:$target/debug:\$PATH"
 }
 
 case "${1:-}" in

@@ -31,6 +31,7 @@ mod orphans;
 mod ownership;
 mod plane_faults;
 mod progress;
+mod readme;
 mod recovery;
 mod restart;
 mod stale_address;
