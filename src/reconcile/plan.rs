@@ -237,7 +237,7 @@ impl std::fmt::Display for ApplyReason {
             ApplyReason::ChildRevision(o) => write!(f, "{o} carries another revision"),
             ApplyReason::FieldDrift(o, m) if m.is_empty() => write!(
                 f,
-                "fields of {o} changed on the cluster (an admission webhook or policy?)"
+                "fields of {o} changed on the cluster and no other field manager holds them (removed by an edit, or an admission webhook or policy?)"
             ),
             ApplyReason::FieldDrift(o, m) => write!(f, "fields of {o} taken by {}", m.join(", ")),
             ApplyReason::ImageDrift(m) if m.is_empty() => {

@@ -199,6 +199,23 @@ fn a_new_image_in_the_spec_is_a_new_revision_not_a_taken_image() {
 }
 
 #[test]
+fn a_taken_field_names_its_holders_or_says_there_is_none() {
+    let taken = |managers: &[&str]| {
+        let m = managers.iter().map(ToString::to_string).collect();
+        ApplyReason::FieldDrift("StatefulSet ns/a".into(), m).to_string()
+    };
+    assert_eq!(
+        taken(&["kubectl (scale subresource)", "rival"]),
+        "fields of StatefulSet ns/a taken by kubectl (scale subresource), rival"
+    );
+    let nobody = taken(&[]);
+    assert!(
+        nobody.contains("no other field manager holds them") && !nobody.contains("taken by"),
+        "{nobody}"
+    );
+}
+
+#[test]
 fn a_digest_pinned_form_of_the_desired_tag_is_the_same_image() {
     let digest = "a".repeat(64);
     let d = desired("r1", "registry.example/kura:1.2");
