@@ -79,7 +79,12 @@ impl Operator {
             .as_deref()
             .map(|r| format!("-{r}"))
             .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!("kura-op-{namespace}{replica}"));
+        // This process's own: another checkout's test of the same (fixed)
+        // namespace, on a private plane, must not share its config file or log.
+        let dir = std::env::temp_dir().join(format!(
+            "kura-op-{namespace}{replica}-{}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, config_yaml).unwrap();
