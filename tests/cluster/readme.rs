@@ -74,16 +74,16 @@ fn sh_commands_are_read_as_a_shell_reads_them() {
     );
 }
 
-/// PATH without this checkout's build output and the plane's cached tools:
-/// what a fresh login shell has.
-fn fresh_path(target_dir: &Path) -> String {
+/// PATH without this checkout's build output (`bin_dir`) and the plane's
+/// cached tools: what a fresh login shell has.
+fn fresh_path(bin_dir: &Path) -> String {
     let cache_bin = crate::support::tool("kubectl")
         .parent()
         .unwrap()
         .to_path_buf();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let kept: Vec<PathBuf> = std::env::split_paths(&path)
-        .filter(|p| !p.starts_with(target_dir) && *p != cache_bin)
+        .filter(|p| p != bin_dir && *p != cache_bin)
         .collect();
     std::env::join_paths(kept)
         .unwrap()
@@ -128,7 +128,6 @@ fn readme_commands_work_as_printed_in_a_fresh_shell() {
     eprintln!("running {} README commands: {run:#?}", run.len());
 
     let plane = PrivatePlane::new("readme", 2);
-    let target_dir = repo().join("target");
     let operator = PathBuf::from(env!("CARGO_BIN_EXE_kura-operator"));
     let built_by_the_tests = inode(&operator);
     let mut shell = Command::new("bash");
@@ -137,7 +136,7 @@ fn readme_commands_work_as_printed_in_a_fresh_shell() {
         .arg(&script)
         .current_dir(repo())
         .env_clear()
-        .env("PATH", fresh_path(&target_dir))
+        .env("PATH", fresh_path(operator.parent().unwrap()))
         // The demo stops its operator once every instance is Ready (tests only;
         // otherwise it runs until Ctrl-C), and serves metrics on a free port.
         .env("KURA_DEMO_EXIT", "1")
