@@ -6,7 +6,9 @@
 #   scripts/control-plane.sh up       build if needed, start everything, wait for /readyz
 #   scripts/control-plane.sh down     stop only the processes this script started
 #   scripts/control-plane.sh status   what runs, with pids
-#   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)")
+#   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)"):
+#                                     KUBECONFIG; kubectl, helm and this checkout's
+#                                     kura-operator (target/debug) on PATH
 #
 # Everything listens on 127.0.0.1 only. Pods cannot run here (no kubelet, no
 # container runtime): kura-sim plays the kubelet and an ingress controller, and
@@ -152,6 +154,18 @@ start() {
   echo $! > "$state/$name.pid"
 }
 
+# Before starting a component whose health check anyone listening on its port
+# could answer (etcd's /health, the controller manager's /healthz): a port
+# another process holds would make ours fail to bind while that other process
+# passed the check, and this plane would run on another plane's etcd.
+require_free_port() {
+  local name=$1 port=$2
+  pid_alive "$name" && return 0
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "$name: port $port on 127.0.0.1 is in use by another process (another control plane? choose other KURA_*_PORT values)"
+  fi
+}
+
 wait_for() {
   local name=$1 what=$2 timeout=$3; shift 3
   local deadline=$((SECONDS + timeout))
@@ -167,6 +181,7 @@ cmd_up() {
   mkdir -p "$state"
   pki
   audit_policy
+  require_free_port etcd "$etcd_port"
   start etcd "$(bin etcd)" --name kura-local --data-dir "$state/etcd" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
@@ -195,6 +210,7 @@ cmd_up() {
   write_kubeconfig system:kube-controller-manager "$state/kcm.kubeconfig"
   wait_for kube-apiserver "/readyz" 120 "$(bin kubectl)" --kubeconfig "$state/kubeconfig" get --raw /readyz
 
+  require_free_port kube-controller-manager "$kcm_port"
   start kube-controller-manager "$(bin kube-controller-manager)" \
     --kubeconfig "$state/kcm.kubeconfig" \
     --authentication-kubeconfig "$state/kcm.kubeconfig" --authorization-kubeconfig "$state/kcm.kubeconfig" \
@@ -237,8 +253,10 @@ cmd_status() {
 }
 
 cmd_env() {
+  local target="${CARGO_TARGET_DIR:-target}"
+  case "$target" in /*) ;; *) target="$repo/$target" ;; esac
   echo "export KUBECONFIG=$state/kubeconfig"
-  echo "export PATH=$cache/bin/current:\$PATH"
+  echo "export PATH=$cache/bin/current:$target/debug:\$PATH"
 }
 
 case "${1:-}" in

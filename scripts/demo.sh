@@ -3,13 +3,16 @@
 # the CRDs, the example instances (Auto/cloud, Dedicated/cloud, Shared/host) and
 # the shared ingress class, run the operator, and show `kubectl get kurainstances`
 # until every instance is Ready. The operator keeps running; Ctrl-C stops it.
-# KURA_DEMO_EXIT=1 stops it once everything converged (used by the tests).
+# KURA_DEMO_EXIT=1 stops it once everything converged (used by the tests);
+# KURA_METRICS_ADDR moves its /metrics (127.0.0.1:18080).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+state="${KURA_CP_STATE:-$repo/.control-plane}"
 scripts/control-plane.sh up
 eval "$(scripts/control-plane.sh env)"
-cargo build --locked --bin kura-operator
+# The binary `scripts/dev.sh test` builds: after the tests, nothing to build.
+scripts/dev.sh build
 kubectl apply --server-side -f crds/ >/dev/null
 kubectl wait --for=condition=Established crd/kurainstances.kura.dev crd/kuragateways.kura.dev --timeout=60s >/dev/null
 kubectl create namespace kura-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -17,11 +20,11 @@ kubectl create namespace kura-demo --dry-run=client -o yaml | kubectl apply -f -
 kubectl apply -f examples/shared-ingress-class.yaml >/dev/null
 kubectl apply -f examples/instances.yaml
 
-target/debug/kura-operator run --config examples/config.yaml --metrics-addr 127.0.0.1:18080 --resync 5m \
-  >"$repo/.control-plane/operator.log" 2>&1 &
+kura-operator run --config examples/config.yaml --metrics-addr "${KURA_METRICS_ADDR:-127.0.0.1:18080}" \
+  --resync 5m >"$state/operator.log" 2>&1 &
 operator=$!
 trap 'kill $operator 2>/dev/null || true' EXIT
-echo "operator running (pid $operator, log .control-plane/operator.log)"
+echo "operator running (pid $operator, log $state/operator.log)"
 
 deadline=$((SECONDS + 120))
 while :; do
@@ -29,7 +32,7 @@ while :; do
   ready=$(kubectl -n kura-demo get kurainstances -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -c '^Ready$' || true)
   total=$(kubectl -n kura-demo get kurainstances -o name | wc -l)
   if [ "$ready" -eq "$total" ]; then echo "all $total instances Ready"; break; fi
-  kill -0 $operator 2>/dev/null || { echo "operator exited:"; tail -20 .control-plane/operator.log; exit 1; }
+  kill -0 $operator 2>/dev/null || { echo "operator exited:"; tail -20 "$state/operator.log"; exit 1; }
   [ $SECONDS -lt $deadline ] || { echo "not converged in 120s"; exit 1; }
   sleep 2
   echo

@@ -5,14 +5,42 @@
 #                         CRDs and the examples, run the operator against them and
 #                         print `kubectl get kurainstances` as they converge
 #   scripts/dev.sh test   build everything, start the local control plane, run the
-#                         checks (fmt, clippy, CRD drift) and the whole test suite
+#                         checks (fmt, clippy, CRD drift) and the whole test suite;
+#                         then stop the plane if this run started it
+#                         (KURA_KEEP_PLANE=1 keeps it running)
+#   scripts/dev.sh build  build target/debug/kura-operator as the tests build it
+#                         (extra arguments go to cargo)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 cp=scripts/control-plane.sh
 
+# Says what became of the control plane after the tests, and stops it if this
+# run started it (unless KURA_KEEP_PLANE=1).
+after_tests() {
+  local started=$1 down="scripts/control-plane.sh down"
+  if [ -n "${KURA_CP_STATE:-}" ]; then down="KURA_CP_STATE=$KURA_CP_STATE $down"; fi
+  if [ "$started" = 1 ] && [ "${KURA_KEEP_PLANE:-0}" != 1 ]; then
+    $cp down
+    echo "dev.sh: stopped the control plane this run started (KURA_KEEP_PLANE=1 keeps it running)" >&2
+  else
+    echo "dev.sh: the control plane is still running; stop it with: $down" >&2
+  fi
+}
+
 case "${1:-}" in
+  build)
+    shift
+    # With a test target in the same build, cargo unifies the dev-dependencies'
+    # features into the shared dependencies exactly as `cargo test` does, so this
+    # is the very binary the tests build and run: after `test`, nothing to build.
+    # (`--bin kura-operator` alone is another build of every crate that differs.)
+    cargo build --locked --bin kura-operator --test startup "$@"
+    ;;
   test)
+    started=1
+    if $cp status >/dev/null 2>&1; then started=0; fi
+    trap 'after_tests $started' EXIT
     $cp up
     eval "$($cp env)"
     cargo fmt --all -- --check
@@ -23,5 +51,5 @@ case "${1:-}" in
   demo)
     exec scripts/demo.sh
     ;;
-  *) echo "usage: $0 demo|test" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|test|build" >&2; exit 2 ;;
 esac

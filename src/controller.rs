@@ -22,8 +22,8 @@ use serde::de::DeserializeOwned;
 use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
 use crate::context::Context;
-use crate::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
-use crate::reconcile::observe::{applied_by, fingerprint};
+use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::reconcile::observe::{fingerprint, rivals};
 use crate::reconcile::{self, stores::Stores};
 
 /// Where the operator looks: every namespace, or one.
@@ -126,33 +126,44 @@ fn reflect_observed<K: Cacheable>(
 }
 
 /// Of an object's managedFields the caches keep what `observe::live_child` reads:
-/// the fingerprint of the operator's own apply entries (`owned_fields`, of the
-/// instances' and the gateways' field managers) and the names of the other
-/// managers of spec and metadata (`other_managers`). As `serde_json::Value`
-/// trees, managedFields were the largest part of every cached object (a
-/// StatefulSet's own entry alone is ~2.4 KB of JSON, many times that in
-/// memory; docs/benchmarks.md, scale).
+/// the fingerprint of the operator's own apply entries (of the instances' and
+/// the gateways' field managers) and, of each other manager of spec and
+/// metadata (the scale subresource's too), only the fields it holds that the
+/// operator's entry does not (`observe::rivals`), usually none. As
+/// `serde_json::Value` trees, managedFields were the largest part of every
+/// cached object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many
+/// times that in memory; docs/benchmarks.md, scale).
 fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     let Some(entries) = meta.managed_fields.take() else {
         return;
     };
+    let ours = entries
+        .iter()
+        .find(|m| rivals::is_own_entry(m))
+        .and_then(|m| m.fields_v1.as_ref())
+        .map(|f| &f.0);
     let compact = entries
-        .into_iter()
-        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
-        .map(|m| {
-            let own = [FIELD_MANAGER, GATEWAY_FIELD_MANAGER]
-                .iter()
-                .any(|manager| applied_by(&m, manager));
-            ManagedFieldsEntry {
-                fields_v1: own
-                    .then(|| m.fields_v1.as_ref().and_then(fingerprint))
-                    .flatten()
-                    .map(|f| FieldsV1(serde_json::Value::String(f))),
-                manager: m.manager,
-                operation: m.operation,
+        .iter()
+        .filter_map(|m| {
+            let fields_v1 = if rivals::is_own_entry(m) {
+                m.fields_v1
+                    .as_ref()
+                    .and_then(fingerprint)
+                    .map(serde_json::Value::String)
+            } else if rivals::is_rival(m) {
+                // A manager holding nothing of ours can never be named: dropped.
+                Some(rivals::exclusive(&m.fields_v1.as_ref()?.0, ours)?)
+            } else {
+                return None;
+            };
+            Some(ManagedFieldsEntry {
+                fields_v1: fields_v1.map(FieldsV1),
+                manager: m.manager.clone(),
+                operation: m.operation.clone(),
+                subresource: m.subresource.clone(),
                 ..Default::default()
-            }
+            })
         })
         .collect();
     meta.managed_fields = Some(compact);
@@ -549,6 +560,7 @@ mod tests {
     use serde_json::json;
 
     use super::compact_managed_fields;
+    use crate::kind::ChildKind;
     use crate::reconcile::observe::{live_child, live_child_as};
     use crate::reconcile::plan::Owner;
 
@@ -594,56 +606,112 @@ mod tests {
         assert_eq!(sts.metadata.generation, Some(3));
     }
 
-    /// Compacting keeps exactly what drift and conflict detection read.
+    /// The example acme-eu's StatefulSet as the operator renders it.
+    fn rendered_stateful_set() -> crate::render::Manifest {
+        let config =
+            crate::config::OperatorConfig::parse(include_str!("../examples/config.yaml")).unwrap();
+        let instance: crate::api::KuraInstance = serde_yaml::from_str(
+            include_str!("../examples/instances.yaml")
+                .split("\n---\n")
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        let validated = crate::validate::validate(&instance, &config).unwrap();
+        let desired = crate::render::render(&validated, &config);
+        let sts = desired
+            .objects
+            .into_iter()
+            .find(|o| o.id.kind == ChildKind::StatefulSet);
+        sts.unwrap().manifest
+    }
+
+    /// Compacting keeps exactly what drift and conflict detection read, and
+    /// of other managers only what they hold that the operator's entry does not.
     #[test]
     fn compacted_cache_objects_observe_the_same() {
+        let rendered = rendered_stateful_set();
         let mut sts: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "a", "managedFields": [
                 entry("kube-controller-manager", "Update", Some("status"), "replicas"),
                 entry("kura-operator", "Apply", None, "template"),
                 entry("kura-operator", "Apply", Some("status"), "x"),
                 entry("kubectl", "Update", None, "replicas"),
+                entry("kubectl", "Update", Some("scale"), "replicas"),
+                entry("gitops", "Apply", None, "template"),
+                entry("annotator", "Update", None, "minReadySeconds"),
             ]},
         }))
         .unwrap();
-        let before = live_child(&sts.metadata, Owner::Ours);
+        let before = live_child(&sts.metadata, Owner::Ours, Some(&rendered));
         assert!(before.owned_fields.is_some());
-        assert_eq!(before.other_managers, ["kubectl"]);
+        assert_eq!(
+            before.other_managers,
+            ["kubectl", "kubectl (scale subresource)"]
+        );
         compact_managed_fields(&mut sts);
-        assert_eq!(live_child(&sts.metadata, Owner::Ours), before);
-        let kept = sts.metadata.managed_fields.unwrap();
-        assert_eq!(kept.len(), 2);
-        assert!(kept.iter().all(|m| m.subresource.is_none()));
+        assert_eq!(
+            live_child(&sts.metadata, Owner::Ours, Some(&rendered)),
+            before
+        );
+        let kept: Vec<(Option<String>, Option<String>)> = sts
+            .metadata
+            .managed_fields
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.manager, m.subresource))
+            .collect();
+        let some = |s: &str| Some(s.to_string());
+        // Status writers are gone; gitops shares what it holds with us.
+        assert_eq!(
+            kept,
+            [
+                (some("kura-operator"), None),
+                (some("kubectl"), None),
+                (some("kubectl"), some("scale")),
+                (some("annotator"), None),
+            ]
+        );
 
         let mut foreign: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "b", "managedFields": [entry("kubectl", "Update", None, "replicas")]},
         }))
         .unwrap();
-        let before = live_child(&foreign.metadata, Owner::Ours);
+        let before = live_child(&foreign.metadata, Owner::Ours, Some(&rendered));
         compact_managed_fields(&mut foreign);
-        assert_eq!(live_child(&foreign.metadata, Owner::Ours), before);
+        assert_eq!(
+            live_child(&foreign.metadata, Owner::Ours, Some(&rendered)),
+            before
+        );
         assert_eq!(before.owned_fields, None);
+        assert_eq!(before.other_managers, ["kubectl"]);
     }
 
     /// A gateway's children are applied by a field manager of their own: its
     /// fingerprint survives compaction too.
     #[test]
     fn compacting_keeps_the_gateway_managers_fingerprint() {
+        let rendered = rendered_stateful_set();
         let mut deployment: StatefulSet = serde_json::from_value(json!({
             "metadata": {"name": "g", "managedFields": [
-                entry("kura-operator-gateway", "Apply", None, "replicas"),
+                entry("kura-operator-gateway", "Apply", None, "template"),
                 entry("scaler", "Update", None, "replicas"),
             ]},
         }))
         .unwrap();
-        let before = live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway");
+        let observe = |d: &StatefulSet| {
+            live_child_as(
+                &d.metadata,
+                Owner::Ours,
+                "kura-operator-gateway",
+                Some(&rendered),
+            )
+        };
+        let before = observe(&deployment);
         assert!(before.owned_fields.is_some());
         assert_eq!(before.other_managers, ["scaler"]);
         compact_managed_fields(&mut deployment);
-        assert_eq!(
-            live_child_as(&deployment.metadata, Owner::Ours, "kura-operator-gateway"),
-            before
-        );
+        assert_eq!(observe(&deployment), before);
     }
 
     /// Each copy of a stream gets every object, in order.

@@ -58,5 +58,9 @@ pub const LABEL_GATEWAY_NAMESPACE: &str = "kura.dev/gateway-namespace";
 /// operator now removes it wherever it finds it (`gateway::migrate`).
 pub const LEGACY_GATEWAY_FINALIZER: &str = "kura.dev/ingress-class";
 
+/// The name of the cache's container in the pod template (the image drift
+/// check reads its image).
+pub const KURA_CONTAINER: &str = "kura";
+
 /// Port the Kura cache serves HTTP (and `GET /up`) on.
 pub const CACHE_PORT: i32 = 8080;

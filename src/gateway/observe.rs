@@ -60,7 +60,11 @@ pub fn observe(
                 old_manager.insert(id.clone());
             }
             let owner = owner(&meta, id.kind, uid, name);
-            Some((id, live_child_as(&meta, owner, GATEWAY_FIELD_MANAGER)))
+            let rendered = desired
+                .and_then(|d| d.objects.iter().find(|o| o.id == id))
+                .map(|o| &o.manifest);
+            let live = live_child_as(&meta, owner, GATEWAY_FIELD_MANAGER, rendered);
+            Some((id, live))
         })
         .collect();
     Observed {

@@ -1,5 +1,7 @@
 //! `observe`: read what `plan` and `probe` need from the reflector caches.
 
+pub mod rivals;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
@@ -9,11 +11,12 @@ use super::stores::Stores;
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::keys::{
     ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REAPPLY_AT,
-    ANNOTATION_REVISION, FIELD_MANAGER, LABEL_GATEWAY, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
+    ANNOTATION_REVISION, FIELD_MANAGER, KURA_CONTAINER, LABEL_GATEWAY, LABEL_MANAGED_BY,
+    MANAGED_BY_VALUE,
 };
 use crate::kind::ChildKind;
 use crate::render::hash::hex_sha256;
-use crate::render::{Desired, ObjectId};
+use crate::render::{Desired, Manifest, ObjectId};
 
 /// `status`: the status to decide from (the cache's, or a fresher one this
 /// process wrote; see `memory::Memory::recall`).
@@ -36,11 +39,13 @@ pub fn observe(
         ids.extend(d.objects.iter().map(|o| o.id.clone()));
     }
     ids.extend(stores.labelled_as(namespace, name));
+    let rendered = |id: &ObjectId| desired?.objects.iter().find(|o| &o.id == id);
     let children: BTreeMap<ObjectId, LiveChild> = ids
         .into_iter()
         .filter_map(|id| {
             let meta = stores.meta(&id)?;
-            let mut live = live_child(&meta, owner(&meta, id.kind, uid, name));
+            let owner = owner(&meta, id.kind, uid, name);
+            let mut live = live_child(&meta, owner, rendered(&id).map(|o| &o.manifest));
             if id.kind == ChildKind::Ingress {
                 live.ingress_class = stores
                     .ingress(&id)
@@ -65,7 +70,7 @@ pub fn observe(
             .as_ref()?
             .containers
             .iter()
-            .find(|c| c.name == "kura")
+            .find(|c| c.name == KURA_CONTAINER)
             .and_then(|c| c.image.clone())
     });
     let running_pod_template_hash = template.and_then(|t| {
@@ -76,6 +81,10 @@ pub fn observe(
             .get(ANNOTATION_POD_TEMPLATE_HASH)
             .cloned()
     });
+    let image_managers = match (&workload, &running_image) {
+        (Some(sts), Some(image)) => image_managers(&sts.metadata, image),
+        _ => Vec::new(),
+    };
     Observed {
         generation: instance.metadata.generation,
         force_token: instance
@@ -89,6 +98,7 @@ pub fn observe(
         children,
         running_image,
         running_pod_template_hash,
+        image_managers,
         // Not a cache's to say: the reconcile knows its own recent applies.
         just_applied: false,
         // The fleet's, not this instance's: set by the reconcile (`budget::view`).
@@ -96,13 +106,28 @@ pub fn observe(
     }
 }
 
-pub fn live_child(meta: &ObjectMeta, owner: Owner) -> LiveChild {
-    live_child_as(meta, owner, FIELD_MANAGER)
+/// `rendered`: the object as this operator renders it now, if it does; the
+/// other managers holding fields of it are named.
+pub fn live_child(meta: &ObjectMeta, owner: Owner, rendered: Option<&Manifest>) -> LiveChild {
+    live_child_as(meta, owner, FIELD_MANAGER, rendered)
 }
 
 /// [`live_child`] of an object `manager` applies (a gateway's children have
 /// a field manager of their own).
-pub fn live_child_as(meta: &ObjectMeta, owner: Owner, manager: &str) -> LiveChild {
+pub fn live_child_as(
+    meta: &ObjectMeta,
+    owner: Owner,
+    manager: &str,
+    rendered: Option<&Manifest>,
+) -> LiveChild {
+    let other_managers = match rendered {
+        // Serialised only when someone else may hold a field of it (rare).
+        Some(m) if meta.managed_fields.iter().flatten().any(rivals::is_rival) => {
+            serde_json::to_value(m)
+                .map_or_else(|_| Vec::new(), |v| rivals::contested(meta, &v, manager))
+        }
+        _ => Vec::new(),
+    };
     LiveChild {
         revision: meta
             .annotations
@@ -110,10 +135,17 @@ pub fn live_child_as(meta: &ObjectMeta, owner: Owner, manager: &str) -> LiveChil
             .and_then(|a| a.get(ANNOTATION_REVISION))
             .cloned(),
         owned_fields: owned_fields_by(meta, manager),
-        other_managers: other_managers(meta, manager),
+        other_managers,
         owner,
         ingress_class: None,
     }
+}
+
+/// The other managers holding the workload's image (running as `image`).
+fn image_managers(meta: &ObjectMeta, image: &str) -> Vec<String> {
+    let only_the_image = serde_json::json!({"spec": {"template": {"spec": {"containers": [
+        {"name": KURA_CONTAINER, "image": image}]}}}});
+    rivals::contested(meta, &only_the_image, FIELD_MANAGER)
 }
 
 /// Whose an object is, from its metadata. An instance's child is its own when
@@ -207,22 +239,6 @@ fn class_owner(meta: &ObjectMeta, gateway_uid: &str, gateway_name: &str) -> Owne
             "was not created by kura-operator for this gateway (it has no {ANNOTATION_GATEWAY_UID} annotation)"
         )),
     }
-}
-
-/// Other managers of the object's spec and metadata (status writers are not
-/// rivals: they own no field this operator renders).
-fn other_managers(meta: &ObjectMeta, manager: &str) -> Vec<String> {
-    let mut names: Vec<String> = meta
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
-        .filter_map(|m| m.manager.clone())
-        .filter(|m| m != manager)
-        .collect();
-    names.sort();
-    names.dedup();
-    names
 }
 
 /// An apply of the object itself (not a subresource) by `manager`.

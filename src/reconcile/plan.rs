@@ -24,7 +24,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::api::KuraInstanceStatus;
 use crate::kind::ChildKind;
-use crate::render::{Desired, ObjectId, RenderedObject};
+use crate::render::{Desired, ObjectId};
 use crate::rollout::Admission;
 use crate::validate::ValidationErrors;
 
@@ -47,7 +47,8 @@ pub struct LiveChild {
     pub revision: Option<String>,
     /// Fingerprint of the fields this operator's field manager owns.
     pub owned_fields: Option<String>,
-    /// Other field managers of the object's spec and metadata (not status).
+    /// Other field managers holding fields this operator renders of the
+    /// object (`observe::rivals`): named when they take one.
     pub other_managers: Vec<String>,
     pub owner: Owner,
     /// An Ingress's class as it is now.
@@ -82,6 +83,8 @@ pub struct Observed {
     pub running_image: Option<String>,
     /// The workload's pod-template hash (`kura.dev/pod-template-hash`), if it exists.
     pub running_pod_template_hash: Option<String>,
+    /// Other field managers holding that image (`observe::rivals`).
+    pub image_managers: Vec<String>,
     /// This process applied these very inputs within the last [`SETTLE`]: the
     /// caches may not show that write yet.
     pub just_applied: bool,
@@ -250,6 +253,10 @@ impl std::fmt::Display for ApplyReason {
         match self {
             ApplyReason::ChildMissing(o) => write!(f, "missing {o}"),
             ApplyReason::ChildRevision(o) => write!(f, "{o} carries another revision"),
+            ApplyReason::FieldDrift(o, m) if m.is_empty() => write!(
+                f,
+                "fields of {o} changed on the cluster and no other field manager holds them (removed by an edit, or an admission webhook or policy?)"
+            ),
             ApplyReason::FieldDrift(o, m) => write!(f, "fields of {o} taken by {}", m.join(", ")),
             ApplyReason::ImageDrift(m) if m.is_empty() => {
                 f.write_str("image changed on the cluster (an admission webhook or policy?)")
@@ -506,12 +513,9 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
     }
     if let Some(running) = &observed.running_image
         && !same_image(&desired.image, running)
+        && !still_rolling_out_ours(status, desired, running)
     {
-        let managers = workload(desired)
-            .and_then(|w| observed.children.get(&w.id))
-            .map(|live| live.other_managers.clone())
-            .unwrap_or_default();
-        reasons.push(ApplyReason::ImageDrift(managers));
+        reasons.push(ApplyReason::ImageDrift(observed.image_managers.clone()));
     }
     if observed.force_token.is_some() && observed.force_token != status.last_handled_reapply_at {
         reasons.push(ApplyReason::Forced);
@@ -531,11 +535,14 @@ fn apply_reasons(observed: &Observed, desired: &Desired) -> Vec<ApplyReason> {
     reasons
 }
 
-fn workload(desired: &Desired) -> Option<&RenderedObject> {
-    desired
-        .objects
-        .iter()
-        .find(|o| o.id.kind == ChildKind::StatefulSet)
+/// The workload runs the image this operator applied last, and a new one is
+/// desired (a spec change): not yet rolled out, not taken by anyone. The new
+/// revision's apply sends it; no conflict to count or report.
+fn still_rolling_out_ours(status: &KuraInstanceStatus, desired: &Desired, running: &str) -> bool {
+    status
+        .applied_image
+        .as_deref()
+        .is_some_and(|applied| !same_image(&desired.image, applied) && same_image(applied, running))
 }
 
 fn objects_to_send(

@@ -13,9 +13,10 @@ use crate::kind::ChildKind;
 use crate::render::Desired;
 use crate::render::hash::short;
 
-/// One reason for the whole way from an apply to available pods, so that the
-/// steps of a rollout change only the message (written at most every
-/// `status::MESSAGE_REFRESH`), not the reason (written at once).
+/// One reason for the whole way from an apply to available pods. Its message
+/// names the step: the StatefulSet taking the revision, then its pods. A new
+/// step is written at once; counts within a step ("0/3 replicas available"
+/// becoming "1/3 …") at most every `status::MESSAGE_REFRESH`.
 const PROGRESSING: &str = "WorkloadProgressing";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,36 +84,45 @@ pub fn activation(
 ) -> Activation {
     let waiting = |reason, message: String| Activation::Waiting { reason, message };
     let or_progressing = |reason| if rolling_out { PROGRESSING } else { reason };
-    let Some(sts) = sts else {
-        return waiting(
-            or_progressing("WorkloadMissing"),
-            "StatefulSet does not exist yet".into(),
-        );
+    let name = desired
+        .objects
+        .iter()
+        .find(|o| o.id.kind == ChildKind::StatefulSet)
+        .map_or("", |o| o.id.name.as_str());
+    // Not there yet, not showing the revision (right after an apply the cache
+    // may still hold the previous StatefulSet, whose available old pods say
+    // nothing about this revision), or not observed by its controller yet:
+    // from here, one step, so that its message stays true until the pods' turn.
+    let taking = || {
+        waiting(
+            PROGRESSING,
+            format!(
+                "StatefulSet {name}: revision {} applied, waiting for its controller to take it",
+                short(&desired.revision)
+            ),
+        )
     };
-    let name = sts.metadata.name.clone().unwrap_or_default();
-    // Right after an apply the cache may still hold the previous StatefulSet,
-    // whose fully available old pods say nothing about this revision.
+    let Some(sts) = sts else {
+        return if rolling_out {
+            taking()
+        } else {
+            waiting(
+                "WorkloadMissing",
+                format!("StatefulSet {name} does not exist"),
+            )
+        };
+    };
     let stamp = sts
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_REVISION));
-    if stamp.map(String::as_str) != desired.stamp_of(ChildKind::StatefulSet) {
-        return waiting(
-            PROGRESSING,
-            format!(
-                "StatefulSet {name}: revision {} is not seen on it yet",
-                short(&desired.revision)
-            ),
-        );
-    }
     let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let status = sts.status.clone().unwrap_or_default();
-    if status.observed_generation.unwrap_or(0) < sts.metadata.generation.unwrap_or(0) {
-        return waiting(
-            PROGRESSING,
-            format!("StatefulSet {name}: the controller has not observed the latest spec yet"),
-        );
+    if stamp.map(String::as_str) != desired.stamp_of(ChildKind::StatefulSet)
+        || status.observed_generation.unwrap_or(0) < sts.metadata.generation.unwrap_or(0)
+    {
+        return taking();
     }
     let updated = status.updated_replicas.unwrap_or(0);
     let available = status.available_replicas.unwrap_or(0);
@@ -214,6 +224,30 @@ mod tests {
         assert_eq!(
             reason(activation(&desired("r2"), Some(&old), &[], true)),
             "WorkloadProgressing"
+        );
+    }
+
+    /// Its message stays true until the pods' turn: one step, one message.
+    #[test]
+    fn until_its_controller_takes_the_revision_a_rollout_is_one_step() {
+        let d = desired("r2");
+        let old = sts(
+            "r1",
+            1,
+            json!({"observedGeneration": 1, "availableReplicas": 1}),
+        );
+        let unobserved = sts("r2", 2, json!({"observedGeneration": 1}));
+        let messages: Vec<String> = [None, Some(&old), Some(&unobserved)]
+            .into_iter()
+            .map(|w| match activation(&d, w, &[], true) {
+                Activation::Waiting { message, .. } => message,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(messages.iter().all(|m| m == &messages[0]), "{messages:?}");
+        assert!(
+            messages[0].contains("waiting for its controller to take it"),
+            "{messages:?}"
         );
     }
 

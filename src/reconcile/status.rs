@@ -456,10 +456,12 @@ fn activation_conditions(
     }
 }
 
-/// A progress message alone (say "0/3 replicas available" becoming "1/3 …")
-/// is refreshed at most this often: at scale such writes were most of the
-/// operator's status patches (docs/benchmarks.md, scale). A change of phase,
-/// of any condition's status or reason, or of anything else is written at once.
+/// Progress alone, counts moving in a message (say "0/3 replicas available"
+/// becoming "1/3 …"), is refreshed at most this often: at scale such writes
+/// were most of the operator's status patches (docs/benchmarks.md, scale). A
+/// change of phase, of any condition's status or reason, of a message's words
+/// (a new step: the old message would say something no longer true), or of
+/// anything else is written at once.
 pub const MESSAGE_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A status with conditions: an instance's or a gateway's.
@@ -492,7 +494,7 @@ pub fn worth_writing<S: WithConditions>(
         return false;
     }
     let recent = since_last_write.is_some_and(|d| d < MESSAGE_REFRESH);
-    !(recent && only_messages_differ(prev, new))
+    !(recent && only_counts_differ(prev, new))
 }
 
 /// What a status write changes, for the debug log: the top-level fields, and
@@ -520,15 +522,39 @@ pub fn changes(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> Vec<Strin
     out
 }
 
-fn only_messages_differ<S: WithConditions>(prev: &S, new: &S) -> bool {
-    let without_messages = |s: &S| {
+fn only_counts_differ<S: WithConditions>(prev: &S, new: &S) -> bool {
+    let without_counts = |s: &S| {
         let mut s = s.clone();
         for c in s.conditions_mut() {
-            c.message.clear();
+            c.message = without_counts(&c.message);
         }
         s
     };
-    without_messages(prev) == without_messages(new)
+    without_counts(prev) == without_counts(new)
+}
+
+/// A message with its counts (words `2/3`) masked: the step it describes.
+fn without_counts(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        let (before, from) = rest.split_at(start);
+        out.push_str(before);
+        let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let n = digits(from);
+        let m = from[n..].strip_prefix('/').map_or(0, digits);
+        let word_start =
+            out.is_empty() && before.is_empty() || before.ends_with(char::is_whitespace);
+        if m > 0 && word_start {
+            out.push_str("#/#");
+            rest = &from[n + 1 + m..];
+        } else {
+            out.push_str(&from[..n]);
+            rest = &from[n..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Returns the resourceVersion the instance has after the write.
@@ -604,6 +630,47 @@ mod tests {
         assert!(worth_writing(&prev, &next, None));
         // Nothing changed: never written.
         assert!(!worth_writing(&prev, &prev.clone(), None));
+    }
+
+    #[test]
+    fn a_new_step_is_written_at_once_and_counts_wait() {
+        let taking = waiting(
+            "WorkloadProgressing",
+            "StatefulSet a: revision 1a2b3c4d5e6f applied, waiting for its controller to take it",
+        );
+        let pods = |n: u32| {
+            waiting(
+                "WorkloadProgressing",
+                &format!("StatefulSet a: {n}/3 replicas available, 3/3 updated to image k:1.2"),
+            )
+        };
+        let just_now = Some(Duration::from_secs(1));
+        // The old message would say the revision is not taken: written.
+        assert!(worth_writing(&taking, &pods(0), just_now));
+        // Counts within the step wait for the refresh.
+        assert!(!worth_writing(&pods(0), &pods(2), just_now));
+        assert!(worth_writing(&pods(0), &pods(2), Some(MESSAGE_REFRESH)));
+        // Another revision or image is another step, digits and all.
+        let other = waiting(
+            "WorkloadProgressing",
+            "StatefulSet a: revision 9a2b3c4d5e6f applied, waiting for its controller to take it",
+        );
+        assert!(worth_writing(&taking, &other, just_now));
+        let image = waiting(
+            "WorkloadProgressing",
+            "StatefulSet a: 0/3 replicas available, 3/3 updated to image k:1.3",
+        );
+        assert!(worth_writing(&pods(0), &image, just_now));
+    }
+
+    #[test]
+    fn counts_are_masked_and_nothing_else() {
+        use super::without_counts;
+        assert_eq!(
+            without_counts("a: 10/3 up, 3/3 updated to k:1/2 v2/3 r12 @1/"),
+            "a: #/# up, #/# updated to k:1/2 v2/3 r12 @1/"
+        );
+        assert_eq!(without_counts(""), "");
     }
 
     #[test]

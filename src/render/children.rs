@@ -179,7 +179,7 @@ pub fn pod_template(instance: &ValidatedInstance) -> PodTemplate {
         env: env(instance),
         image: instance.image.clone(),
         liveness_probe: Constant::of(&LIVENESS_PROBE),
-        name: "kura",
+        name: KURA_CONTAINER,
         ports: Constant::of(&CONTAINER_PORTS),
         readiness_probe: Constant::of(&READINESS_PROBE),
         resources: Resources {

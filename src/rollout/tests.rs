@@ -73,7 +73,7 @@ fn the_budget_counts_instances_admitted_while_ready_until_their_record_is_cleare
             member("a", false, admitted(FLEET, true, 30)), // counts
             member("b", true, admitted(FLEET, true, 30)), // admitted, pods not restarted yet: counts
             member("c", false, admitted(FLEET, false, 30)), // was not Ready: never counts
-            member("d", false, admitted("f1", true, 30)),  // an older rollout still counts
+            member("d", false, admitted("f1", true, 30)), // an older rollout still counts
             member("e", true, None),
         ],
         FLEET,

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
@@ -251,4 +251,46 @@ async fn script_is_idempotent_and_reports_crashes() {
             started.elapsed()
         );
     }
+}
+
+/// A port another plane holds is refused at `up`, naming it. Otherwise a
+/// second plane whose etcd could not bind its client port passed the health
+/// check on the first plane's etcd and ran its apiserver on it: its `up`
+/// succeeded, and when the first plane went down the second lost its storage
+/// mid-test (two checkouts running tests/cluster/plane_faults.rs at once, on
+/// the same fixed ports).
+#[tokio::test]
+async fn up_refuses_an_etcd_port_another_plane_holds() {
+    let first = PrivatePlane::up("etcd-owner", 4);
+    let second = PrivatePlane::new("etcd-borrower", 5);
+    let taken = first
+        .env()
+        .iter()
+        .find(|(k, _)| *k == "KURA_ETCD_PORT")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (ok, out) = run(Command::new(repo().join("scripts/control-plane.sh"))
+        .arg("up")
+        .envs(second.env().iter().map(|(k, v)| (*k, v.as_str())))
+        .env("KURA_ETCD_PORT", &taken));
+    assert!(
+        !ok,
+        "`up` must fail when its etcd port is another plane's: {out}"
+    );
+    assert!(
+        out.contains(&format!("port {taken}")) && out.contains("in use"),
+        "names the port: {out}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "promptly: {:?}",
+        started.elapsed()
+    );
+    drop(second);
+    // The first plane is untouched.
+    let nodes = kube::Api::<Namespace>::all(first.client().await)
+        .list(&Default::default())
+        .await;
+    assert!(nodes.is_ok(), "{nodes:?}");
 }

@@ -84,7 +84,12 @@ impl Operator {
             .as_deref()
             .map(|r| format!("-{r}"))
             .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!("kura-op-{namespace}{replica}"));
+        // This process's own: another checkout's test of the same (fixed)
+        // namespace, on a private plane, must not share its config file or log.
+        let dir = std::env::temp_dir().join(format!(
+            "kura-op-{namespace}{replica}-{}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.yaml");
         std::fs::write(&config_path, config_yaml).unwrap();
@@ -371,13 +376,14 @@ impl ReadyInstance {
 /// Creates `n` instances named `{prefix}00`, `{prefix}01`, … on one image.
 pub async fn create_fleet(instances: &Api<KuraInstance>, prefix: &str, n: usize) {
     for i in 0..n {
+        let name = format!("{prefix}{i:02}");
         crate::support::apply_json(
             instances,
             "test",
-            instance(&format!("{prefix}{i:02}"), "registry.example/kura:1.0.0"),
+            instance(&name, "registry.example/kura:1.0.0"),
         )
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("creating instance {name}: {e:?}"));
     }
 }
 

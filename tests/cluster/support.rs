@@ -271,28 +271,77 @@ pub struct PrivatePlane {
     env: Vec<(&'static str, String)>,
 }
 
+/// Added to every private plane's ports, so that two checkouts on one machine
+/// can run private planes at once: give each its own (e.g. 300).
+pub const PORT_BASE_VAR: &str = "KURA_PRIVATE_PORT_BASE";
+
+/// The ports of private plane number `port_offset`: `(variable, port)` for
+/// scripts/control-plane.sh.
+pub fn private_ports(port_offset: u16) -> Vec<(&'static str, String)> {
+    let base: u16 = match std::env::var(PORT_BASE_VAR) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|e| panic!("{PORT_BASE_VAR}={v:?}: {e}")),
+        Err(_) => 0,
+    };
+    let port = |first: u16| {
+        first
+            .checked_add(base)
+            .and_then(|p| p.checked_add(port_offset))
+            .unwrap_or_else(|| panic!("{PORT_BASE_VAR}={base} puts a port past 65535"))
+            .to_string()
+    };
+    vec![
+        ("KURA_ETCD_PORT", port(24790)),
+        ("KURA_ETCD_PEER_PORT", port(24900)),
+        ("KURA_API_PORT", port(17443)),
+        ("KURA_KCM_PORT", port(21257)),
+    ]
+}
+
 impl PrivatePlane {
-    pub fn up(name: &str, port_offset: u16) -> PrivatePlane {
+    /// Not started yet: [`PrivatePlane::up`] starts it; dropping it stops it
+    /// and removes its state either way.
+    pub fn new(name: &str, port_offset: u16) -> PrivatePlane {
         let state = std::env::temp_dir().join(format!("kura-plane-{name}-{}", std::process::id()));
-        let env = vec![
-            ("KURA_CP_STATE", state.display().to_string()),
-            ("KURA_ETCD_PORT", (24790 + port_offset).to_string()),
-            ("KURA_ETCD_PEER_PORT", (24900 + port_offset).to_string()),
-            ("KURA_API_PORT", (17443 + port_offset).to_string()),
-            ("KURA_KCM_PORT", (21257 + port_offset).to_string()),
-        ];
-        let plane = PrivatePlane { state, env };
+        let mut env = vec![("KURA_CP_STATE", state.display().to_string())];
+        env.extend(private_ports(port_offset));
+        PrivatePlane { state, env }
+    }
+
+    /// Started, with the CRDs installed and served.
+    pub fn up(name: &str, port_offset: u16) -> PrivatePlane {
+        let plane = PrivatePlane::new(name, port_offset);
         plane.script("up");
-        let status = std::process::Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(plane.kubeconfig())
-            .args(["apply", "--server-side", "-f"])
-            .arg(repo().join("crds"))
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let kubectl = |args: &[&str]| {
+            let out = std::process::Command::new(kubectl())
+                .arg("--kubeconfig")
+                .arg(plane.kubeconfig())
+                .args(args)
+                .output()
+                .expect("kubectl");
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let crds = repo().join("crds").display().to_string();
+        kubectl(&["apply", "--server-side", "-f", &crds]);
+        // As on the shared plane (ensure_plane): a CRD is served once Established.
+        kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/kurainstances.kura.dev",
+            "crd/kuragateways.kura.dev",
+            "--timeout=60s",
+        ]);
         plane
+    }
+
+    /// The variables that point scripts/control-plane.sh at this plane.
+    pub fn env(&self) -> &[(&'static str, String)] {
+        &self.env
     }
 
     fn script(&self, verb: &str) {

@@ -179,6 +179,42 @@ fn image_drift_sends_the_workload_only() {
 }
 
 #[test]
+fn a_new_image_in_the_spec_is_a_new_revision_not_a_taken_image() {
+    let old = desired("r1", "img:1");
+    let mut o = converged(&old, Phase::Ready);
+    o.status.applied_image = Some("img:1".into());
+    let d = desired("r2", "img:2");
+    let r = reasons(run(&o, &d));
+    assert!(r.contains(&ApplyReason::ManifestDrift), "{r:?}");
+    assert!(!r.iter().any(ApplyReason::is_contested), "{r:?}");
+    // Another writer's image while a new one is desired was taken all the same.
+    o.running_image = Some("img:rival".into());
+    o.image_managers = vec!["kubectl-set".into()];
+    let r = reasons(run(&o, &d));
+    assert!(
+        r.contains(&ApplyReason::ImageDrift(vec!["kubectl-set".into()])),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_taken_field_names_its_holders_or_says_there_is_none() {
+    let taken = |managers: &[&str]| {
+        let m = managers.iter().map(ToString::to_string).collect();
+        ApplyReason::FieldDrift("StatefulSet ns/a".into(), m).to_string()
+    };
+    assert_eq!(
+        taken(&["kubectl (scale subresource)", "rival"]),
+        "fields of StatefulSet ns/a taken by kubectl (scale subresource), rival"
+    );
+    let nobody = taken(&[]);
+    assert!(
+        nobody.contains("no other field manager holds them") && !nobody.contains("taken by"),
+        "{nobody}"
+    );
+}
+
+#[test]
 fn a_digest_pinned_form_of_the_desired_tag_is_the_same_image() {
     let digest = "a".repeat(64);
     let d = desired("r1", "registry.example/kura:1.2");
@@ -216,7 +252,7 @@ fn image_taken_back_counts_against_the_conflict_window_and_then_holds() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);
     o.running_image = Some("img:other".into());
-    o.children.get_mut(&sts(&d)).unwrap().other_managers = vec!["kubectl-set".into()];
+    o.image_managers = vec!["kubectl-set".into()];
     assert_eq!(
         reasons(run(&o, &d)),
         vec![ApplyReason::ImageDrift(vec!["kubectl-set".into()])]

@@ -1,0 +1,154 @@
+//! Progress messages say where a rollout is. A message whose counts move on
+//! ("0/1 replicas available" becoming "1/1 …") may wait for the status write
+//! throttle (`status::MESSAGE_REFRESH`, 30 s), but a message about a step that
+//! is over (the StatefulSet taking the revision: once it said "StatefulSet does
+//! not exist yet" for 30 s while its pods were being created) never stays once
+//! the cluster shows that step done, and Ready is written as soon as it is.
+//!
+//! kura-sim plays no kubelet in this test's namespace (`sim.kura.dev/kubelet=off`):
+//! the test plays it, so a rollout waits at "0/1 replicas available" for as
+//! long as the test wants, then the test marks the pods Ready.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::operator::{Operator, config, instance, shared_class};
+use crate::support::*;
+use kura_operator::api::{KuraInstance, Phase};
+
+const T: Duration = Duration::from_secs(60);
+/// Well under the 30 s write throttle and the 15 s activation recheck: the
+/// StatefulSet's own events bring the news.
+const NEWS: Duration = Duration::from_secs(10);
+
+/// The test plays the kubelet: every pod Running and Ready.
+async fn mark_pods_ready(pods: &Api<Pod>) {
+    let now = jiff::Timestamp::now().to_string();
+    for pod in pods.list(&ListParams::default()).await.unwrap() {
+        let name = pod.metadata.name.unwrap();
+        let ready = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
+        let status = json!({"status": {"phase": "Running", "startTime": now, "conditions": [
+            ready("PodScheduled"), ready("Initialized"), ready("ContainersReady"), ready("Ready")]}});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+}
+
+/// Once the StatefulSet carries `revision` and its controller has observed
+/// it, the instance soon says how its pods are doing (counts may lag).
+async fn message_follows_the_rollout(
+    instances: &Api<KuraInstance>,
+    sts: &Api<StatefulSet>,
+    revision: &str,
+) {
+    wait_for(
+        "the StatefulSet to carry the revision, observed by its controller",
+        T,
+        || async {
+            let s = sts.get("acme").await.ok()?;
+            let carries = s.metadata.annotations.as_ref()?.get("kura.dev/revision")? == revision;
+            let observed = s.status?.observed_generation >= s.metadata.generation;
+            (carries && observed).then_some(())
+        },
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        let status = instances.get("acme").await.unwrap().status.unwrap();
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .cloned();
+        let ready = ready.unwrap_or_default();
+        if seen.last() != Some(&ready.message) {
+            seen.push(ready.message.clone());
+        }
+        if status.phase == Some(Phase::Activating)
+            && ready.reason == "WorkloadProgressing"
+            && ready.message.contains("replicas available")
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < NEWS,
+            "{:?} after the StatefulSet showed revision {revision}, the status still said {seen:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await; // polling the status, bounded above
+    }
+}
+
+/// Ready, with no wait for the throttle: a new phase is written at once.
+async fn ready_soon(instances: &Api<KuraInstance>) -> kura_operator::api::KuraInstanceStatus {
+    wait_for("Ready after the pods are", NEWS, || async {
+        let s = instances.get("acme").await.ok()?.status?;
+        (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_message_about_a_finished_step_does_not_outlive_it() {
+    let ns = TestNamespace::with_labels("progress", &[("sim.kura.dev/kubelet", "off")]).await;
+    let classes = shared_class(&ns).await;
+    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    let sts: Api<StatefulSet> = ns.api();
+    let pods: Api<Pod> = ns.api();
+
+    // A new instance: created, then its pod waits for the kubelet.
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    let first = wait_for("the first apply", T, || async {
+        instances.get("acme").await.ok()?.status?.applied_revision
+    })
+    .await;
+    message_follows_the_rollout(&instances, &sts, &first).await;
+    mark_pods_ready(&pods).await;
+    ready_soon(&instances).await;
+
+    // A new image: the pod is replaced, and the new one waits for the kubelet.
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:2.0.0"),
+    )
+    .await
+    .unwrap();
+    let second = wait_for("the second apply", T, || async {
+        let applied = instances.get("acme").await.ok()?.status?.applied_revision?;
+        (applied != first).then_some(applied)
+    })
+    .await;
+    message_follows_the_rollout(&instances, &sts, &second).await;
+    wait_for("the new pod", T, || async {
+        let list = pods.list(&ListParams::default()).await.ok()?.items;
+        list.iter()
+            .any(|p| {
+                p.spec.as_ref().is_some_and(|s| {
+                    s.containers[0].image.as_deref() == Some("registry.example/kura:2.0.0")
+                })
+            })
+            .then_some(())
+    })
+    .await;
+    mark_pods_ready(&pods).await;
+    let ready = ready_soon(&instances).await;
+    assert_eq!(ready.applied_revision.as_deref(), Some(second.as_str()));
+    drop(op);
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
