@@ -366,25 +366,14 @@ pub fn plan(
     policy: &RetryPolicy,
     now: Timestamp,
 ) -> Plan {
-    let desired = match desired {
-        Ok(d) => d,
-        Err(errors) => return Plan::Invalid(errors.clone()),
+    let intended = intent(observed, desired);
+    let (Plan::Apply { reasons, .. }, Ok(desired)) = (&intended, desired) else {
+        return intended;
     };
-    if observed.paused {
-        return Plan::Paused;
-    }
-    let conflicts = name_conflicts(observed, desired);
-    if !conflicts.is_empty() {
-        return Plan::NameConflict(conflicts);
-    }
-    let reasons = apply_reasons(observed, desired);
-    if reasons.is_empty() {
-        return Plan::Converged;
-    }
     if observed.just_applied && reasons.iter().all(ApplyReason::may_be_cache_lag) {
         return Plan::Settling;
     }
-    let force_token = observed.force_token.clone();
+    let force_token = observed.force_token.as_deref();
     // Only contested values to take back, and this window's take-backs are spent.
     if reasons.iter().all(ApplyReason::is_contested)
         && let Some((c, end)) = open_conflict(&observed.status, now)
@@ -397,7 +386,7 @@ pub fn plan(
     }
     // A failure recorded for these same inputs decides when to try again; new
     // inputs (a new revision or force token) always try at once.
-    let key = inputs_key(&desired.revision, force_token.as_deref());
+    let key = inputs_key(&desired.revision, force_token);
     let failures = failures_for(&observed.status, &key);
     if failures > 0
         && let Some(last) = observed
@@ -416,11 +405,34 @@ pub fn plan(
             };
         }
     }
+    intended
+}
+
+/// What a reconcile would do with these inputs when nothing holds it back (no
+/// backoff, stall, conflict hold or settling: those decide only *when*): one of
+/// `Invalid`, `Paused`, `NameConflict`, `Converged` or `Apply`. `plan` is this,
+/// then the waits; `kura-operator diff` previews with it.
+pub fn intent(observed: &Observed, desired: Result<&Desired, &ValidationErrors>) -> Plan {
+    let desired = match desired {
+        Ok(d) => d,
+        Err(errors) => return Plan::Invalid(errors.clone()),
+    };
+    if observed.paused {
+        return Plan::Paused;
+    }
+    let conflicts = name_conflicts(observed, desired);
+    if !conflicts.is_empty() {
+        return Plan::NameConflict(conflicts);
+    }
+    let reasons = apply_reasons(observed, desired);
+    if reasons.is_empty() {
+        return Plan::Converged;
+    }
     Plan::Apply {
         apply: objects_to_send(observed, desired, &reasons),
         prune: stale_objects(observed, desired),
         reasons,
-        force_token,
+        force_token: observed.force_token.clone(),
     }
 }
 
