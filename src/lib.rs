@@ -6,6 +6,7 @@ pub mod config;
 pub mod config_watch;
 pub mod context;
 pub mod controller;
+pub mod diff;
 pub mod gateway_controller;
 pub mod keys;
 pub mod kind;

@@ -1,0 +1,175 @@
+//! The live state `diff` decides from: the reflector stores a reconcile reads
+//! (`reconcile::stores::Stores`), filled from one list per kind instead of
+//! watches and trimmed as the operator trims its caches, so that `observe`,
+//! `storage::pin` and `plan` see what they see in the operator. Besides, what
+//! the caches drop and a preview reports: each StatefulSet's pod template hash
+//! (will its pods restart?) and, for `--show-diff`, each object's fields owned
+//! by the operator. Pure: the lists are read by `read`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::DynamicObject;
+use kube::core::{PartialObjectMeta, PartialObjectMetaExt};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher::Event;
+use serde_json::Value;
+
+use super::fields;
+use crate::api::{KuraGateway, KuraInstance};
+use crate::controller::{compact_managed_fields, compact_stateful_set};
+use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
+use crate::kind::ChildKind;
+use crate::reconcile::stores::Stores;
+use crate::render::ObjectId;
+
+pub struct Live {
+    pub stores: Stores,
+    /// `kura.dev/pod-template-hash` of each live StatefulSet's pod template.
+    pub pod_template_hashes: BTreeMap<ObjectId, String>,
+    /// Each live object's fields owned by the operator (kept for `--show-diff` only).
+    pub owned: BTreeMap<ObjectId, Value>,
+}
+
+/// Fills a [`Live`] one listed object at a time.
+pub struct LiveBuilder {
+    keep_owned: bool,
+    live: Live,
+    writers: Writers,
+}
+
+struct Writers {
+    gateways: Writer<KuraGateway>,
+    stateful_sets: Writer<StatefulSet>,
+    ingresses: Writer<Ingress>,
+    ingress_classes: Writer<IngressClass>,
+    services: Writer<PartialObjectMeta<Service>>,
+    config_maps: Writer<PartialObjectMeta<ConfigMap>>,
+    service_accounts: Writer<PartialObjectMeta<ServiceAccount>>,
+    pod_disruption_budgets: Writer<PartialObjectMeta<PodDisruptionBudget>>,
+    network_policies: Writer<PartialObjectMeta<NetworkPolicy>>,
+    deployments: Writer<PartialObjectMeta<Deployment>>,
+}
+
+impl LiveBuilder {
+    /// `keep_owned`: keep each object's operator-owned fields (`--show-diff`).
+    pub fn new(keep_owned: bool) -> LiveBuilder {
+        let (instances, _) = reflector::store::<KuraInstance>();
+        let (gateways, gateways_w) = reflector::store();
+        let (stateful_sets, stateful_sets_w) = reflector::store();
+        let (ingresses, ingresses_w) = reflector::store();
+        let (ingress_classes, ingress_classes_w) = reflector::store();
+        let (services, services_w) = reflector::store();
+        let (config_maps, config_maps_w) = reflector::store();
+        let (service_accounts, service_accounts_w) = reflector::store();
+        let (pdbs, pdbs_w) = reflector::store();
+        let (network_policies, network_policies_w) = reflector::store();
+        let (deployments, deployments_w) = reflector::store();
+        LiveBuilder {
+            keep_owned,
+            live: Live {
+                stores: Stores {
+                    instances,
+                    gateways,
+                    stateful_sets,
+                    ingresses,
+                    ingress_classes,
+                    services,
+                    config_maps,
+                    service_accounts,
+                    pod_disruption_budgets: pdbs,
+                    network_policies,
+                    deployments,
+                },
+                pod_template_hashes: BTreeMap::new(),
+                owned: BTreeMap::new(),
+            },
+            writers: Writers {
+                gateways: gateways_w,
+                stateful_sets: stateful_sets_w,
+                ingresses: ingresses_w,
+                ingress_classes: ingress_classes_w,
+                services: services_w,
+                config_maps: config_maps_w,
+                service_accounts: service_accounts_w,
+                pod_disruption_budgets: pdbs_w,
+                network_policies: network_policies_w,
+                deployments: deployments_w,
+            },
+        }
+    }
+
+    /// One listed object of `kind`.
+    pub fn add(&mut self, kind: ChildKind, object: DynamicObject) -> Result<(), serde_json::Error> {
+        let id = ObjectId {
+            kind,
+            namespace: object
+                .metadata
+                .namespace
+                .clone()
+                .filter(|_| kind.namespaced()),
+            name: object.metadata.name.clone().unwrap_or_default(),
+        };
+        if self.keep_owned
+            && let Some(owned) = fields::owned_by_operator(kind, &serde_json::to_value(&object)?)
+        {
+            self.live.owned.insert(id.clone(), owned);
+        }
+        let w = &mut self.writers;
+        match kind {
+            ChildKind::StatefulSet => {
+                let mut sts: StatefulSet = typed(object)?;
+                let hash = sts
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.metadata.as_ref()?.annotations.as_ref())
+                    .and_then(|a| a.get(ANNOTATION_POD_TEMPLATE_HASH));
+                if let Some(hash) = hash {
+                    self.live.pod_template_hashes.insert(id, hash.clone());
+                }
+                compact_stateful_set(&mut sts);
+                w.stateful_sets.apply_watcher_event(&Event::Apply(sts));
+            }
+            ChildKind::Ingress => put(&mut w.ingresses, typed(object)?),
+            ChildKind::IngressClass => put(&mut w.ingress_classes, typed(object)?),
+            ChildKind::KuraGateway => put(&mut w.gateways, typed(object)?),
+            ChildKind::Service => put(&mut w.services, partial(object.metadata)),
+            ChildKind::ConfigMap => put(&mut w.config_maps, partial(object.metadata)),
+            ChildKind::ServiceAccount => put(&mut w.service_accounts, partial(object.metadata)),
+            ChildKind::PodDisruptionBudget => {
+                put(&mut w.pod_disruption_budgets, partial(object.metadata))
+            }
+            ChildKind::NetworkPolicy => put(&mut w.network_policies, partial(object.metadata)),
+            ChildKind::Deployment => put(&mut w.deployments, partial(object.metadata)),
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Live {
+        self.live
+    }
+}
+
+fn typed<K: Resource + serde::de::DeserializeOwned>(
+    object: DynamicObject,
+) -> Result<K, serde_json::Error> {
+    serde_json::from_value(serde_json::to_value(object)?)
+}
+
+fn partial<K: Resource<DynamicType = ()>>(meta: ObjectMeta) -> PartialObjectMeta<K> {
+    meta.into_request_partial()
+}
+
+/// Into the store as the operator's caches keep it (managedFields compacted).
+fn put<K>(writer: &mut Writer<K>, mut object: K)
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    compact_managed_fields(&mut object);
+    writer.apply_watcher_event(&Event::Apply(object));
+}
