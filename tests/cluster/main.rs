@@ -17,6 +17,7 @@ mod chart;
 mod conflict;
 mod control_plane;
 mod deletion;
+mod diff;
 mod drift;
 mod failures;
 mod founding_incident;

@@ -14,6 +14,8 @@ use crate::{Args, BenchResult};
 
 const RATIO_GOAL: f64 = 1.25;
 const RSS_GOAL_MIB: f64 = 64.0;
+const DIFF_TIME_GOAL_S: f64 = 10.0;
+const DIFF_RSS_GOAL_MIB: f64 = 128.0;
 const RENDER_BENCH: &str = "render+hash <= 20 us: `cargo bench --bench render`, see docs/benchmarks.md (not measured here)";
 
 pub fn secs(d: Duration) -> f64 {
@@ -72,6 +74,7 @@ pub struct Operator {
     pub create_requests: BTreeMap<String, u64>,
     pub change_requests: BTreeMap<String, u64>,
     pub idle: Idle,
+    pub preview: crate::preview::Preview,
 }
 
 #[derive(Serialize, Default)]
@@ -196,6 +199,12 @@ impl Report {
         };
         let idle = &self.operator.idle;
         let rss = self.resources.operator.peak_rss_mib;
+        let preview = &self.operator.preview;
+        let diff_s = preview.converged.wall_s.max(preview.edited.wall_s);
+        let diff_mib = preview
+            .converged
+            .peak_rss_mib
+            .max(preview.edited.peak_rss_mib);
         self.goals = vec![
             Goal {
                 goal: format!("create: operator / direct <= {RATIO_GOAL}"),
@@ -231,6 +240,14 @@ impl Report {
                 goal: format!("operator peak RSS at N=1000 <= {RSS_GOAL_MIB} MiB"),
                 measured: format!("{rss} MiB at N={}", self.n),
                 met: (self.n == 1000).then_some(rss <= RSS_GOAL_MIB),
+            },
+            Goal {
+                goal: format!(
+                    "diff at N=1000 <= {DIFF_TIME_GOAL_S} s and <= {DIFF_RSS_GOAL_MIB} MiB (slower of its two runs)"
+                ),
+                measured: format!("{:.2} s, {} MiB at N={}", diff_s, diff_mib, self.n),
+                met: (self.n == 1000)
+                    .then_some(diff_s <= DIFF_TIME_GOAL_S && diff_mib <= DIFF_RSS_GOAL_MIB),
             },
             Goal {
                 goal: RENDER_BENCH.into(),
@@ -350,6 +367,17 @@ fn markdown(r: &Report, json: &str) -> String {
             api.cpu_s.idle
         );
     }
+    let preview = &r.operator.preview;
+    for (what, run) in [
+        ("in force (nothing to change)", &preview.converged),
+        ("edited (every instance changes)", &preview.edited),
+    ] {
+        let _ = writeln!(
+            s,
+            "| `kura-operator diff`, configuration {what}: wall time, peak RSS, exit code | | {:.2} s, {} MiB, {} | |",
+            run.wall_s, run.peak_rss_mib, run.exit_code
+        );
+    }
     let _ = writeln!(s, "\n| goal | measured | |\n|---|---|---|");
     for g in &r.goals {
         let _ = writeln!(s, "| {} | {} | {} |", g.goal, g.measured, mark(g.met));
@@ -368,6 +396,11 @@ fn markdown(r: &Report, json: &str) -> String {
         requests(&r.operator.change_requests),
         requests(&idle.mutating_requests.by_request),
         idle.converged_reconciles,
+    );
+    let _ = writeln!(
+        s,
+        "\n`kura-operator diff` with the edit undone, after the idle phase, predicted these writes (the same edit the other way round, so compare with the operator's change phase above): {}.",
+        requests(&preview.edited.predicted_requests),
     );
     s
 }
