@@ -66,6 +66,10 @@ async fn kura_bench_runs_every_phase_at_n5() {
     let preview = &report["operator"]["preview"];
     assert_eq!(preview["converged"]["exit_code"], 0, "{preview}");
     assert_eq!(preview["edited"]["exit_code"], 1, "{preview}");
+    assert_eq!(
+        preview["edited_show_diff"]["summary"],
+        preview["edited"]["summary"]
+    );
     assert_eq!(preview["edited"]["summary"]["changing"], 5, "{preview}");
     assert_eq!(
         preview["edited"]["predicted_requests"],

@@ -19,6 +19,9 @@ use crate::{Args, BenchResult, proc};
 pub struct Preview {
     pub converged: DiffRun,
     pub edited: DiffRun,
+    /// The edit with `--show-diff`: it keeps every live object's operator-owned
+    /// fields until the decisions are made.
+    pub edited_show_diff: DiffRun,
 }
 
 #[derive(Serialize, Default)]
@@ -36,21 +39,24 @@ pub struct DiffRun {
 /// `in_force`: the configuration the fleet converged on; `other` the edit.
 pub async fn run(args: &Args, bench: &Bench, in_force: u32, other: u32) -> BenchResult<Preview> {
     Ok(Preview {
-        converged: diff(args, bench, in_force).await?,
-        edited: diff(args, bench, other).await?,
+        converged: diff(args, bench, in_force, false).await?,
+        edited: diff(args, bench, other, false).await?,
+        edited_show_diff: diff(args, bench, other, true).await?,
     })
 }
 
 /// `kura-operator diff` with configuration `version`.
-async fn diff(args: &Args, bench: &Bench, version: u32) -> BenchResult<DiffRun> {
+async fn diff(args: &Args, bench: &Bench, version: u32, show_diff: bool) -> BenchResult<DiffRun> {
     let config = bench.workdir.join(format!("diff-config-{version}.yaml"));
     std::fs::write(&config, bench.config(version))?;
     let out = bench.workdir.join(format!("diff-{version}.json"));
-    eprintln!("kura-bench: diff with configuration {version}");
+    let flags: &[&str] = if show_diff { &["--show-diff"] } else { &[] };
+    eprintln!("kura-bench: diff with configuration {version} {flags:?}");
     let start = Instant::now();
     let mut child = Command::new(args.operator_bin())
         .args(["diff", "-n", &bench.operator_ns, "-o", "json", "--config"])
         .arg(&config)
+        .args(flags)
         .arg("--kubeconfig")
         .arg(&bench.kubeconfig)
         .stdout(std::fs::File::create(&out)?)

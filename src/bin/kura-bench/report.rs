@@ -371,6 +371,7 @@ fn markdown(r: &Report, json: &str) -> String {
     for (what, run) in [
         ("in force (nothing to change)", &preview.converged),
         ("edited (every instance changes)", &preview.edited),
+        ("edited, `--show-diff`", &preview.edited_show_diff),
     ] {
         let _ = writeln!(
             s,
