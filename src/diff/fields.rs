@@ -37,7 +37,6 @@ pub fn owned_by_operator(kind: ChildKind, object: &Value) -> Option<Value> {
     let Value::Object(out) = &mut owned else {
         return None;
     };
-    // Items of a list response carry no type of their own.
     out.insert("apiVersion".into(), kind.api_version().into());
     out.insert("kind".into(), kind.kind().into());
     let meta = out

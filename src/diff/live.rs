@@ -20,7 +20,7 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::Event;
 use serde_json::Value;
 
-use super::fields;
+use super::{fields, show};
 use crate::api::{KuraGateway, KuraInstance};
 use crate::controller::{compact_managed_fields, compact_stateful_set};
 use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
@@ -32,8 +32,9 @@ pub struct Live {
     pub stores: Stores,
     /// `kura.dev/pod-template-hash` of each live StatefulSet's pod template.
     pub pod_template_hashes: BTreeMap<ObjectId, String>,
-    /// Each live object's fields owned by the operator (kept for `--show-diff` only).
-    pub owned: BTreeMap<ObjectId, Value>,
+    /// The YAML of each live object's fields owned by the operator (kept for
+    /// `--show-diff` only).
+    pub owned: BTreeMap<ObjectId, String>,
 }
 
 /// Fills a [`Live`] one listed object at a time.
@@ -115,15 +116,19 @@ impl LiveBuilder {
                 .filter(|_| kind.namespaced()),
             name: object.metadata.name.clone().unwrap_or_default(),
         };
+        let mut value = into_value(kind, object)?;
         if self.keep_owned
-            && let Some(owned) = fields::owned_by_operator(kind, &serde_json::to_value(&object)?)
+            && let Some(owned) = fields::owned_by_operator(kind, &value)
         {
-            self.live.owned.insert(id.clone(), owned);
+            // As YAML text: a tree of JSON values is many times its size.
+            self.live.owned.insert(id.clone(), show::yaml(&owned));
         }
         let w = &mut self.writers;
+        let meta =
+            |value: &mut Value| serde_json::from_value::<ObjectMeta>(value["metadata"].take());
         match kind {
             ChildKind::StatefulSet => {
-                let mut sts: StatefulSet = typed(object)?;
+                let mut sts: StatefulSet = serde_json::from_value(value)?;
                 let hash = sts
                     .spec
                     .as_ref()
@@ -135,17 +140,17 @@ impl LiveBuilder {
                 compact_stateful_set(&mut sts);
                 w.stateful_sets.apply_watcher_event(&Event::Apply(sts));
             }
-            ChildKind::Ingress => put(&mut w.ingresses, typed(object)?),
-            ChildKind::IngressClass => put(&mut w.ingress_classes, typed(object)?),
-            ChildKind::KuraGateway => put(&mut w.gateways, typed(object)?),
-            ChildKind::Service => put(&mut w.services, partial(object.metadata)),
-            ChildKind::ConfigMap => put(&mut w.config_maps, partial(object.metadata)),
-            ChildKind::ServiceAccount => put(&mut w.service_accounts, partial(object.metadata)),
+            ChildKind::Ingress => put(&mut w.ingresses, serde_json::from_value(value)?),
+            ChildKind::IngressClass => put(&mut w.ingress_classes, serde_json::from_value(value)?),
+            ChildKind::KuraGateway => put(&mut w.gateways, serde_json::from_value(value)?),
+            ChildKind::Service => put(&mut w.services, partial(meta(&mut value)?)),
+            ChildKind::ConfigMap => put(&mut w.config_maps, partial(meta(&mut value)?)),
+            ChildKind::ServiceAccount => put(&mut w.service_accounts, partial(meta(&mut value)?)),
             ChildKind::PodDisruptionBudget => {
-                put(&mut w.pod_disruption_budgets, partial(object.metadata))
+                put(&mut w.pod_disruption_budgets, partial(meta(&mut value)?))
             }
-            ChildKind::NetworkPolicy => put(&mut w.network_policies, partial(object.metadata)),
-            ChildKind::Deployment => put(&mut w.deployments, partial(object.metadata)),
+            ChildKind::NetworkPolicy => put(&mut w.network_policies, partial(meta(&mut value)?)),
+            ChildKind::Deployment => put(&mut w.deployments, partial(meta(&mut value)?)),
         }
         Ok(())
     }
@@ -155,10 +160,17 @@ impl LiveBuilder {
     }
 }
 
-fn typed<K: Resource + serde::de::DeserializeOwned>(
-    object: DynamicObject,
-) -> Result<K, serde_json::Error> {
-    serde_json::from_value(serde_json::to_value(object)?)
+/// The object as one JSON value, its body moved rather than copied (a copy of
+/// a page of StatefulSets as values was most of the memory `diff` used).
+/// Items of a list carry no type of their own: it is the kind's.
+fn into_value(kind: ChildKind, object: DynamicObject) -> Result<Value, serde_json::Error> {
+    let mut value = object.data;
+    if let Value::Object(map) = &mut value {
+        map.insert("apiVersion".into(), kind.api_version().into());
+        map.insert("kind".into(), kind.kind().into());
+        map.insert("metadata".into(), serde_json::to_value(object.metadata)?);
+    }
+    Ok(value)
 }
 
 fn partial<K: Resource<DynamicType = ()>>(meta: ObjectMeta) -> PartialObjectMeta<K> {

@@ -257,8 +257,8 @@ pub fn diff_instance(
                 })
                 .collect();
             for id in prune {
-                // Not in the lists (which hold every object labelled as the
-                // operator's): gone, or no longer labelled, so `prune` keeps it.
+                // Not in the lists (every gateway, every other object labelled
+                // as the operator's): gone, or no longer labelled, so kept.
                 let Some(meta) = live.stores.meta(&id) else {
                     continue;
                 };
@@ -281,14 +281,18 @@ pub fn diff_instance(
                     let want = desired.objects.iter().find(|o| o.id == id);
                     change.diff = Some(show::unified(
                         &id,
-                        live.owned.get(&id),
+                        live.owned.get(&id).map(String::as_str),
                         want.map(|o| o.body()).as_ref(),
                     ));
                 }
             }
         }
-        // `intent` never waits; `Converged` is nothing to do.
-        _ => {}
+        Plan::Converged => {}
+        // `intent` never waits.
+        Plan::Backoff { .. }
+        | Plan::Stalled { .. }
+        | Plan::ConflictHold { .. }
+        | Plan::Settling => {}
     }
     out.settle();
     out

@@ -16,8 +16,9 @@ use crate::config::OperatorConfig;
 use crate::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 use crate::kind::ChildKind;
 
-/// Objects per page: a bound on what one response holds in memory.
-const PAGE: u32 = 500;
+/// Objects per page: a bound on what one response holds in memory (a page of
+/// 500 StatefulSets as JSON values took tens of MiB).
+const PAGE: u32 = 200;
 
 /// The key of the chart's ConfigMap (charts/kura-operator/templates/configmap.yaml).
 pub const CONFIG_MAP_KEY: &str = "config.yaml";

@@ -9,9 +9,10 @@ use crate::render::ObjectId;
 /// Lines of context around each change.
 const CONTEXT: usize = 3;
 
-/// `live` absent: the object is created; `desired` absent: it is pruned.
-pub fn unified(id: &ObjectId, live: Option<&Value>, desired: Option<&Value>) -> String {
-    let live_yaml = live.map(yaml).unwrap_or_default();
+/// `live`: the YAML of the live object's fields owned by the operator, absent
+/// when the object is created; `desired` absent: it is pruned.
+pub fn unified(id: &ObjectId, live: Option<&str>, desired: Option<&Value>) -> String {
+    let live_yaml = live.unwrap_or_default();
     let desired_yaml = desired.map(yaml).unwrap_or_default();
     let live_header = match live {
         Some(_) => format!("live {id} (fields owned by kura-operator)"),
@@ -21,14 +22,14 @@ pub fn unified(id: &ObjectId, live: Option<&Value>, desired: Option<&Value>) -> 
         Some(_) => format!("desired {id}"),
         None => format!("desired {id} (pruned)"),
     };
-    similar::TextDiff::from_lines(&live_yaml, &desired_yaml)
+    similar::TextDiff::from_lines(live_yaml, &desired_yaml)
         .unified_diff()
         .context_radius(CONTEXT)
         .header(&live_header, &desired_header)
         .to_string()
 }
 
-fn yaml(value: &Value) -> String {
+pub fn yaml(value: &Value) -> String {
     serde_yaml::to_string(value).unwrap_or_else(|e| format!("# not YAML: {e}\n"))
 }
 
@@ -51,7 +52,7 @@ mod tests {
     fn a_changed_field_is_one_line_out_and_one_in() {
         let live = json!({"kind": "Ingress", "spec": {"rules": [{"host": "a.kura.test"}]}});
         let desired = json!({"kind": "Ingress", "spec": {"rules": [{"host": "a.kura2.test"}]}});
-        let diff = unified(&id(), Some(&live), Some(&desired));
+        let diff = unified(&id(), Some(&yaml(&live)), Some(&desired));
         assert!(
             diff.starts_with(
                 "--- live Ingress ns/acme (fields owned by kura-operator)\n+++ desired Ingress ns/acme\n"
@@ -72,7 +73,7 @@ mod tests {
     #[test]
     fn equal_objects_show_no_hunk() {
         let v = json!({"kind": "Ingress"});
-        let diff = unified(&id(), Some(&v), Some(&v));
+        let diff = unified(&id(), Some(&yaml(&v)), Some(&v));
         assert!(!diff.contains("@@"), "{diff}");
     }
 
@@ -84,7 +85,7 @@ mod tests {
             created.contains("(absent)") && created.contains("+kind: Ingress"),
             "{created}"
         );
-        let pruned = unified(&id(), Some(&v), None);
+        let pruned = unified(&id(), Some(&yaml(&v)), None);
         assert!(
             pruned.contains("(pruned)") && pruned.contains("-kind: Ingress"),
             "{pruned}"
