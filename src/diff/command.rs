@@ -31,7 +31,8 @@ pub struct DiffArgs {
     pub config: PathBuf,
 
     /// Read the configuration from a ConfigMap instead, `NAMESPACE/NAME` (the
-    /// chart's `<release>-config`, key `config.yaml`).
+    /// chart's `<release>-config`, key `config.yaml`); it takes precedence over
+    /// `--config` (which $KURA_CONFIG may set).
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub config_map: Option<String>,
 
