@@ -1,6 +1,7 @@
-//! The offline subcommands: `crd` and `render`.
+//! The subcommands besides `run`: `crd` and `render` (offline), `diff` (read-only).
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use kura_operator::api::{KuraInstance, crd_documents};
 use kura_operator::config::OperatorConfig;
@@ -36,6 +37,20 @@ pub fn crd(output_dir: Option<&Path>) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// Prints the report; the exit code says whether anything would change.
+pub fn diff(
+    args: kura_operator::diff::command::DiffArgs,
+) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let json = args.output == "json";
+    let report = kura_operator::diff::command::main(args)?;
+    if json {
+        print!("{}", report.json());
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(ExitCode::from(report.exit_code()))
 }
 
 pub fn render(args: &RenderArgs) -> CliResult {

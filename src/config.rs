@@ -92,6 +92,18 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// The same error, naming where the text came from (a file, a ConfigMap's key).
+    pub fn at(self, path: impl Into<String>) -> ConfigError {
+        let path = path.into();
+        match self {
+            ConfigError::Read { source, .. } => ConfigError::Read { path, source },
+            ConfigError::Parse { source, .. } => ConfigError::Parse { path, source },
+            ConfigError::Invalid { errors, .. } => ConfigError::Invalid { path, errors },
+        }
+    }
+}
+
 impl OperatorConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let shown = path.display().to_string();
@@ -99,17 +111,7 @@ impl OperatorConfig {
             path: shown.clone(),
             source,
         })?;
-        Self::parse(&text).map_err(|e| match e {
-            ConfigError::Parse { source, .. } => ConfigError::Parse {
-                path: shown,
-                source,
-            },
-            ConfigError::Invalid { errors, .. } => ConfigError::Invalid {
-                path: shown,
-                errors,
-            },
-            other => other,
-        })
+        Self::parse(&text).map_err(|e| e.at(shown))
     }
 
     pub fn parse(text: &str) -> Result<Self, ConfigError> {

@@ -133,7 +133,7 @@ fn reflect_observed<K: Cacheable>(
 /// `serde_json::Value` trees, managedFields were the largest part of every
 /// cached object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many
 /// times that in memory; docs/benchmarks.md, scale).
-fn compact_managed_fields<K: Resource>(object: &mut K) {
+pub(crate) fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     let Some(entries) = meta.managed_fields.take() else {
         return;
@@ -174,7 +174,7 @@ fn compact_managed_fields<K: Resource>(object: &mut K) {
 /// claim templates' names, classes and sizes (storage is pinned to them:
 /// `reconcile::storage`), and the status. The rest of the pod template was
 /// most of the operator's memory at scale (docs/benchmarks.md, scale).
-fn compact_stateful_set(sts: &mut StatefulSet) {
+pub(crate) fn compact_stateful_set(sts: &mut StatefulSet) {
     use k8s_openapi::api::core::v1::{
         PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
     };

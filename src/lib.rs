@@ -7,6 +7,7 @@ pub mod config;
 pub mod config_watch;
 pub mod context;
 pub mod controller;
+pub mod diff;
 pub mod gateway;
 pub mod gateway_controller;
 pub mod keys;

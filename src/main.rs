@@ -36,6 +36,10 @@ enum Command {
     Render(cli::RenderArgs),
     /// Run the operator.
     Run(Box<kura_operator::run::RunArgs>),
+    /// Preview, read-only, what this binary under a configuration would write to
+    /// the live cluster, instance by instance. Exit code 0: no change; 1: changes
+    /// (or instances that would not be applied); 2: an error.
+    Diff(Box<kura_operator::diff::command::DiffArgs>),
 }
 
 fn main() -> ExitCode {
@@ -44,15 +48,26 @@ fn main() -> ExitCode {
         Command::Crd { output_dir } => cli::crd(output_dir.as_deref()),
         Command::Render(args) => cli::render(&args),
         Command::Run(args) => kura_operator::run::main(*args),
+        // As `kubectl diff`: errors are 2, since 1 means "changes".
+        Command::Diff(args) => {
+            return cli::diff(*args).unwrap_or_else(|e| {
+                report(&*e);
+                ExitCode::from(2)
+            });
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line, always: a log collector keeps it as one record.
-            let message = e.to_string();
-            let one_line: Vec<&str> = message.lines().map(str::trim).collect();
-            eprintln!("kura-operator: {}", one_line.join(" "));
+            report(&*e);
             ExitCode::FAILURE
         }
     }
+}
+
+/// One line, always: a log collector keeps it as one record.
+fn report(e: &dyn std::error::Error) {
+    let message = e.to_string();
+    let one_line: Vec<&str> = message.lines().map(str::trim).collect();
+    eprintln!("kura-operator: {}", one_line.join(" "));
 }

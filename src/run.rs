@@ -136,7 +136,9 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
     })?;
     let config = OperatorConfig::load(&args.config)?;
-    let client = client(&args).await?;
+    // A read may stay silent for as long as a watch does.
+    let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
+    let client = client(args.kubeconfig.as_deref(), read_timeout).await?;
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
@@ -353,8 +355,12 @@ async fn shutdown_signal() {
     }
 }
 
-async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Error>> {
-    let mut config = match &args.kubeconfig {
+/// A client from `kubeconfig`, or in-cluster or `$KUBECONFIG` when absent.
+pub async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    read_timeout: std::time::Duration,
+) -> Result<kube::Client, Box<dyn std::error::Error>> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("kubeconfig {}: {}", path.display(), first_line(&e)))?;
@@ -367,9 +373,8 @@ async fn client(args: &RunArgs) -> Result<kube::Client, Box<dyn std::error::Erro
             .map_err(|e| format!("no cluster configuration (in-cluster or $KUBECONFIG): {e}"))?,
     };
     // Bounds on hung requests (a paused or half-started apiserver), so that a
-    // request fails and is retried instead of waiting forever. A read may stay
-    // silent for as long as a watch does.
-    config.read_timeout = Some(args.watch_timeout + std::time::Duration::from_secs(15));
+    // request fails and is retried instead of waiting forever.
+    config.read_timeout = Some(read_timeout);
     config.connect_timeout = Some(std::time::Duration::from_secs(10));
     // A response whose headers do not come within a bound is abandoned (a watch's
     // body may then stream for minutes: only its start is bounded).

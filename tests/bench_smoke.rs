@@ -59,7 +59,22 @@ async fn kura_bench_runs_every_phase_at_n5() {
             .unwrap()
             .starts_with('v')
     );
-    assert_eq!(report["goals"].as_array().unwrap().len(), 6);
+    assert_eq!(report["goals"].as_array().unwrap().len(), 7);
+    // `kura-operator diff` on the converged fleet: nothing with the
+    // configuration in force; with the other domain, the three children that
+    // carry the host of each instance.
+    let preview = &report["operator"]["preview"];
+    assert_eq!(preview["converged"]["exit_code"], 0, "{preview}");
+    assert_eq!(preview["edited"]["exit_code"], 1, "{preview}");
+    assert_eq!(
+        preview["edited_show_diff"]["summary"],
+        preview["edited"]["summary"]
+    );
+    assert_eq!(preview["edited"]["summary"]["changing"], 5, "{preview}");
+    assert_eq!(
+        preview["edited"]["predicted_requests"],
+        serde_json::json!({"patch configmaps": 5, "patch ingresses": 5, "patch statefulsets": 5})
+    );
 
     let md = std::fs::read_to_string(&markdown).unwrap();
     assert!(md.contains("### Scale run"), "{md}");

@@ -408,25 +408,23 @@ pub fn plan(
     policy: &RetryPolicy,
     now: Timestamp,
 ) -> Plan {
-    let desired = match desired {
-        Ok(d) => d,
-        Err(errors) => return Plan::Invalid(errors.clone()),
-    };
-    if observed.paused {
-        return Plan::Paused;
-    }
-    let conflicts = drift::name_conflicts(&desired.objects, &observed.children);
-    if !conflicts.is_empty() {
-        return Plan::NameConflict(conflicts);
-    }
-    let reasons = apply_reasons(observed, desired);
-    if reasons.is_empty() {
-        return Plan::Converged;
-    }
+    let (mut apply, prune, reasons, force_token, desired) =
+        match (intent(observed, desired), desired) {
+            (
+                Plan::Apply {
+                    apply,
+                    prune,
+                    reasons,
+                    force_token,
+                    ..
+                },
+                Ok(desired),
+            ) => (apply, prune, reasons, force_token, desired),
+            (intended, _) => return intended,
+        };
     if observed.just_applied && reasons.iter().all(ApplyReason::may_be_cache_lag) {
         return Plan::Settling;
     }
-    let force_token = observed.force_token.clone();
     // Only contested values to take back, and this window's take-backs are spent.
     if reasons.iter().all(ApplyReason::is_contested)
         && let Some((c, end)) = open_conflict(&observed.status, now)
@@ -458,8 +456,6 @@ pub fn plan(
             };
         }
     }
-    let mut apply = objects_to_send(observed, desired, &reasons);
-    let prune = stale_objects(observed, desired);
     let held = match budget_decision(observed, desired) {
         BudgetDecision::Proceed => None,
         BudgetDecision::Admit => return Plan::Admit,
@@ -477,6 +473,35 @@ pub fn plan(
         reasons,
         force_token,
         held,
+    }
+}
+
+/// What a reconcile would do with these inputs when nothing holds it back (no
+/// backoff, stall, conflict hold, settling or fleet budget: those decide only
+/// *when*): one of `Invalid`, `Paused`, `NameConflict`, `Converged` or `Apply`.
+/// `plan` is this, then the waits; `kura-operator diff` previews with it.
+pub fn intent(observed: &Observed, desired: Result<&Desired, &ValidationErrors>) -> Plan {
+    let desired = match desired {
+        Ok(d) => d,
+        Err(errors) => return Plan::Invalid(errors.clone()),
+    };
+    if observed.paused {
+        return Plan::Paused;
+    }
+    let conflicts = drift::name_conflicts(&desired.objects, &observed.children);
+    if !conflicts.is_empty() {
+        return Plan::NameConflict(conflicts);
+    }
+    let reasons = apply_reasons(observed, desired);
+    if reasons.is_empty() {
+        return Plan::Converged;
+    }
+    Plan::Apply {
+        apply: objects_to_send(observed, desired, &reasons),
+        prune: stale_objects(observed, desired),
+        reasons,
+        force_token: observed.force_token.clone(),
+        held: None,
     }
 }
 

@@ -8,6 +8,7 @@
 //! reconcile tries again and status never claims it is gone.
 
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
@@ -116,6 +117,31 @@ pub async fn ingress_classes(
         .collect())
 }
 
+/// Why a stale object must stay, judged from its metadata alone: it is not
+/// this instance's, or it is no longer labelled as the operator's. (Whether a
+/// gateway is still used is [`gateway_user`]'s question.)
+pub fn kept_by_metadata(
+    meta: &ObjectMeta,
+    id: &ObjectId,
+    instance_uid: &str,
+    instance_name: &str,
+) -> Option<String> {
+    if let Owner::Foreign(whose) = owner(meta, id.kind, instance_uid, instance_name) {
+        return Some(whose);
+    }
+    // Created by us is not enough: an object whose operator labels someone
+    // removed was taken over on purpose, and is left to its new keeper.
+    let labels = meta.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    let labelled = label(LABEL_MANAGED_BY) == Some(MANAGED_BY_VALUE)
+        && (id.kind == ChildKind::KuraGateway || label(LABEL_INSTANCE) == Some(instance_name));
+    (!labelled).then(|| {
+        format!(
+            "no longer labelled {LABEL_MANAGED_BY}={MANAGED_BY_VALUE}, {LABEL_INSTANCE}={instance_name}"
+        )
+    })
+}
+
 pub struct PruneFor<'a> {
     pub uid: &'a str,
     pub name: &'a str,
@@ -158,21 +184,8 @@ async fn prune_one(
             Err(e) => return Err(fail("read", &e)),
         },
     };
-    if let Owner::Foreign(whose) = owner(&meta, id.kind, instance.uid, instance.name) {
-        outcome.kept.push(format!("{id}: {whose}"));
-        return Ok(());
-    }
-    // Created by us is not enough: an object whose operator labels someone
-    // removed was taken over on purpose, and is left to its new keeper.
-    let labels = meta.labels.clone().unwrap_or_default();
-    let labelled = labels.get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY_VALUE)
-        && (id.kind == ChildKind::KuraGateway
-            || labels.get(LABEL_INSTANCE).map(String::as_str) == Some(instance.name));
-    if !labelled {
-        outcome.kept.push(format!(
-            "{id}: no longer labelled {LABEL_MANAGED_BY}={MANAGED_BY_VALUE}, {LABEL_INSTANCE}={}",
-            instance.name
-        ));
+    if let Some(why) = kept_by_metadata(&meta, id, instance.uid, instance.name) {
+        outcome.kept.push(format!("{id}: {why}"));
         return Ok(());
     }
     if id.kind == ChildKind::KuraGateway {

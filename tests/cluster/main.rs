@@ -19,6 +19,7 @@ mod conflict;
 mod control_plane;
 mod deletion;
 mod dev_script;
+mod diff;
 mod drift;
 mod failures;
 mod founding_incident;

@@ -12,7 +12,9 @@
 //!    and so every revision changes) and time until every instance re-applied;
 //! 4. idle for two resync periods: mutating requests (audit log) and
 //!    resourceVersion changes;
-//! 5. the operator's and the apiserver's memory and CPU time during 2–4.
+//! 5. the operator's and the apiserver's memory and CPU time during 2–4;
+//! 6. `kura-operator diff` on the converged fleet, with its configuration and
+//!    with the other one: wall time, peak memory, the writes it predicts.
 //!
 //! Writes a JSON report and appends a markdown section to docs/benchmarks.md.
 
@@ -21,6 +23,7 @@ mod cluster;
 mod direct;
 mod fleet;
 mod operator;
+mod preview;
 mod proc;
 mod report;
 

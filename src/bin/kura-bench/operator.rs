@@ -162,6 +162,7 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
 
     out.idle = idle(args, bench, &op).await?;
     marks.push((sample(op_pid), sample(apiserver)));
+    out.preview = crate::preview::run(args, bench, 2, 1).await?;
     let resources = Resources {
         operator: usage(&marks, |m| m.0, sampler.peak_kib(op.pid()), true),
         apiserver: apiserver.map(|pid| usage(&marks, |m| m.1, sampler.peak_kib(pid), false)),

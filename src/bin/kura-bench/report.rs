@@ -21,6 +21,8 @@ const CHANGE_RATIO_GOAL: f64 = 0.8;
 /// template hash covers that configuration), plus one status patch.
 const CHANGE_WRITES_GOAL: f64 = 4.0;
 const RSS_GOAL_MIB: f64 = 64.0;
+const DIFF_TIME_GOAL_S: f64 = 10.0;
+const DIFF_RSS_GOAL_MIB: f64 = 128.0;
 const RENDER_BENCH: &str = "render+hash <= 20 us: `cargo bench --bench render`, see docs/benchmarks.md (not measured here)";
 
 pub fn secs(d: Duration) -> f64 {
@@ -79,6 +81,7 @@ pub struct Operator {
     pub create_requests: BTreeMap<String, u64>,
     pub change_requests: BTreeMap<String, u64>,
     pub idle: Idle,
+    pub preview: crate::preview::Preview,
 }
 
 #[derive(Serialize, Default)]
@@ -203,6 +206,12 @@ impl Report {
         };
         let idle = &self.operator.idle;
         let rss = self.resources.operator.peak_rss_mib;
+        let preview = &self.operator.preview;
+        let diff_s = preview.converged.wall_s.max(preview.edited.wall_s);
+        let diff_mib = preview
+            .converged
+            .peak_rss_mib
+            .max(preview.edited.peak_rss_mib);
         self.goals = vec![
             Goal {
                 goal: format!("create: operator / direct <= {RATIO_GOAL}"),
@@ -252,6 +261,14 @@ impl Report {
                 goal: format!("operator peak RSS at N=1000 <= {RSS_GOAL_MIB} MiB"),
                 measured: format!("{rss} MiB at N={}", self.n),
                 met: (self.n == 1000).then_some(rss <= RSS_GOAL_MIB),
+            },
+            Goal {
+                goal: format!(
+                    "diff at N=1000 <= {DIFF_TIME_GOAL_S} s and <= {DIFF_RSS_GOAL_MIB} MiB (the slower of its runs without --show-diff)"
+                ),
+                measured: format!("{:.2} s, {} MiB at N={}", diff_s, diff_mib, self.n),
+                met: (self.n == 1000)
+                    .then_some(diff_s <= DIFF_TIME_GOAL_S && diff_mib <= DIFF_RSS_GOAL_MIB),
             },
             Goal {
                 goal: RENDER_BENCH.into(),
@@ -409,6 +426,18 @@ fn markdown(r: &Report, json: &str) -> String {
             api.cpu_s.idle
         );
     }
+    let preview = &r.operator.preview;
+    for (what, run) in [
+        ("in force (nothing to change)", &preview.converged),
+        ("edited (every instance changes)", &preview.edited),
+        ("edited, `--show-diff`", &preview.edited_show_diff),
+    ] {
+        let _ = writeln!(
+            s,
+            "| `kura-operator diff`, configuration {what}: wall time, peak RSS, exit code | | {:.2} s, {} MiB, {} | |",
+            run.wall_s, run.peak_rss_mib, run.exit_code
+        );
+    }
     s.push_str(&change_table(r));
     let _ = writeln!(s, "\n| goal | measured | |\n|---|---|---|");
     for g in &r.goals {
@@ -428,6 +457,11 @@ fn markdown(r: &Report, json: &str) -> String {
         requests(&r.operator.change_requests),
         requests(&idle.mutating_requests.by_request),
         idle.converged_reconciles,
+    );
+    let _ = writeln!(
+        s,
+        "\n`kura-operator diff` with the edit undone, after the idle phase, predicted these writes (the same edit the other way round, so compare with the operator's change phase above): {}.",
+        requests(&preview.edited.predicted_requests),
     );
     s
 }

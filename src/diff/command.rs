@@ -1,0 +1,106 @@
+//! `kura-operator diff`: flags and the pipeline read → decide → print.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::read::{self, Scope};
+use super::report::Report;
+use super::{diff_instance, keep_used_gateways};
+use crate::config::OperatorConfig;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DiffArgs {
+    /// Namespace of the instances (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+
+    /// Instances of every namespace.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+
+    /// Only the instances with these labels (a label selector, e.g. `tier=gold`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+
+    /// Operator configuration file, as `run` reads it.
+    #[arg(
+        long,
+        env = "KURA_CONFIG",
+        default_value = "/etc/kura-operator/config.yaml"
+    )]
+    pub config: PathBuf,
+
+    /// Read the configuration from a ConfigMap instead, `NAMESPACE/NAME` (the
+    /// chart's `<release>-config`, key `config.yaml`); it takes precedence over
+    /// `--config` (which $KURA_CONFIG may set).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub config_map: Option<String>,
+
+    /// Kubeconfig to use; in-cluster or $KUBECONFIG when absent.
+    #[arg(long, env = "KURA_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
+
+    /// Show each changed object as a unified diff of its fields owned by the
+    /// operator against the desired manifest.
+    #[arg(long)]
+    pub show_diff: bool,
+}
+
+/// Bound on each read: a preview that hangs helps nobody.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn main(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(args))
+}
+
+pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
+    let client = crate::run::client(args.kubeconfig.as_deref(), READ_TIMEOUT).await?;
+    let config = match &args.config_map {
+        Some(at) => {
+            let (namespace, name) = at
+                .split_once('/')
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                .ok_or_else(|| format!("--config-map {at:?}: expected NAMESPACE/NAME"))?;
+            read::config_map(&client, namespace, name).await?
+        }
+        None => OperatorConfig::load(&args.config)?,
+    };
+    let scope = Scope {
+        namespace: match (args.all_namespaces, args.namespace) {
+            (true, _) => None,
+            (false, Some(ns)) => Some(ns),
+            (false, None) => Some(client.default_namespace().to_string()),
+        },
+        selector: args.selector,
+    };
+    let instances = read::instances(&client, &scope).await?;
+    let live = read::live(&client, &scope, &instances, args.show_diff).await?;
+    let mut diffs: Vec<_> = instances
+        .iter()
+        .map(|i| diff_instance(i, &config, &live, args.show_diff))
+        .collect();
+    drop(live);
+    // A gateway is pruned only when nothing else of its namespace uses it: read
+    // what decides it for the namespaces where that question arises.
+    let mut namespaces: Vec<String> = diffs
+        .iter()
+        .filter(|d| d.pruned_gateways().next().is_some())
+        .map(|d| d.namespace.clone())
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    for namespace in namespaces {
+        let (all, ingresses) = read::gateway_users(&client, &namespace).await?;
+        for d in diffs.iter_mut().filter(|d| d.namespace == namespace) {
+            keep_used_gateways(d, &all, &ingresses, &config);
+        }
+    }
+    Ok(Report::new(diffs).with_budget(&config.rollout))
+}

@@ -1,0 +1,208 @@
+//! The live state `diff` decides from: the reflector stores a reconcile reads
+//! (`reconcile::stores::Stores`), filled from one list per kind instead of
+//! watches and trimmed as the operator trims its caches, so that `observe`,
+//! `storage::pin` and `plan` see what they see in the operator. Besides, what
+//! the caches drop and a preview reports: each StatefulSet's pod template hash
+//! (will its pods restart?) and, for `--show-diff`, each object's fields owned
+//! by the operator. Pure: the lists are read by `read`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::DynamicObject;
+use kube::core::{PartialObjectMeta, PartialObjectMetaExt};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher::Event;
+use serde_json::Value;
+
+use super::{fields, show};
+use crate::api::{KuraGateway, KuraInstance};
+use crate::claims::Claims;
+use crate::controller::{compact_managed_fields, compact_stateful_set};
+use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
+use crate::kind::ChildKind;
+use crate::reconcile::stores::Stores;
+use crate::render::ObjectId;
+
+pub struct Live {
+    pub stores: Stores,
+    /// `kura.dev/pod-template-hash` of each live StatefulSet's pod template.
+    pub pod_template_hashes: BTreeMap<ObjectId, String>,
+    /// The YAML of each live object's fields owned by the operator (kept for
+    /// `--show-diff` only).
+    pub owned: BTreeMap<ObjectId, String>,
+}
+
+/// Fills a [`Live`] one listed object at a time.
+pub struct LiveBuilder {
+    keep_owned: bool,
+    live: Live,
+    writers: Writers,
+}
+
+struct Writers {
+    instances: Writer<KuraInstance>,
+    gateways: Writer<KuraGateway>,
+    stateful_sets: Writer<StatefulSet>,
+    ingresses: Writer<Ingress>,
+    ingress_classes: Writer<IngressClass>,
+    services: Writer<PartialObjectMeta<Service>>,
+    config_maps: Writer<PartialObjectMeta<ConfigMap>>,
+    service_accounts: Writer<PartialObjectMeta<ServiceAccount>>,
+    pod_disruption_budgets: Writer<PartialObjectMeta<PodDisruptionBudget>>,
+    network_policies: Writer<PartialObjectMeta<NetworkPolicy>>,
+    deployments: Writer<PartialObjectMeta<Deployment>>,
+}
+
+impl LiveBuilder {
+    /// `keep_owned`: keep each object's operator-owned fields (`--show-diff`).
+    pub fn new(keep_owned: bool) -> LiveBuilder {
+        let (instances, instances_w) = reflector::store::<KuraInstance>();
+        let (gateways, gateways_w) = reflector::store();
+        let (stateful_sets, stateful_sets_w) = reflector::store();
+        let (ingresses, ingresses_w) = reflector::store();
+        let (ingress_classes, ingress_classes_w) = reflector::store();
+        let (services, services_w) = reflector::store();
+        let (config_maps, config_maps_w) = reflector::store();
+        let (service_accounts, service_accounts_w) = reflector::store();
+        let (pdbs, pdbs_w) = reflector::store();
+        let (network_policies, network_policies_w) = reflector::store();
+        let (deployments, deployments_w) = reflector::store();
+        LiveBuilder {
+            keep_owned,
+            live: Live {
+                stores: Stores {
+                    instances,
+                    gateways,
+                    stateful_sets,
+                    ingresses,
+                    ingress_classes,
+                    services,
+                    config_maps,
+                    service_accounts,
+                    pod_disruption_budgets: pdbs,
+                    network_policies,
+                    deployments,
+                    claims: std::sync::Arc::new(Claims::new().0),
+                },
+                pod_template_hashes: BTreeMap::new(),
+                owned: BTreeMap::new(),
+            },
+            writers: Writers {
+                instances: instances_w,
+                gateways: gateways_w,
+                stateful_sets: stateful_sets_w,
+                ingresses: ingresses_w,
+                ingress_classes: ingress_classes_w,
+                services: services_w,
+                config_maps: config_maps_w,
+                service_accounts: service_accounts_w,
+                pod_disruption_budgets: pdbs_w,
+                network_policies: network_policies_w,
+                deployments: deployments_w,
+            },
+        }
+    }
+
+    /// One listed object of `kind`.
+    pub fn add(&mut self, kind: ChildKind, object: DynamicObject) -> Result<(), serde_json::Error> {
+        let id = ObjectId {
+            kind,
+            namespace: object
+                .metadata
+                .namespace
+                .clone()
+                .filter(|_| kind.namespaced()),
+            name: object.metadata.name.clone().unwrap_or_default(),
+        };
+        let mut value = into_value(kind, object)?;
+        if self.keep_owned
+            && let Some(owned) = fields::owned_by_operator(kind, &value)
+        {
+            // As YAML text: a tree of JSON values is many times its size.
+            self.live.owned.insert(id.clone(), show::yaml(&owned));
+        }
+        let w = &mut self.writers;
+        let meta =
+            |value: &mut Value| serde_json::from_value::<ObjectMeta>(value["metadata"].take());
+        match kind {
+            ChildKind::StatefulSet => {
+                let mut sts: StatefulSet = serde_json::from_value(value)?;
+                let hash = sts
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.metadata.as_ref()?.annotations.as_ref())
+                    .and_then(|a| a.get(ANNOTATION_POD_TEMPLATE_HASH));
+                if let Some(hash) = hash {
+                    self.live.pod_template_hashes.insert(id, hash.clone());
+                }
+                compact_stateful_set(&mut sts);
+                w.stateful_sets.apply_watcher_event(&Event::Apply(sts));
+            }
+            ChildKind::Ingress => put(&mut w.ingresses, serde_json::from_value(value)?),
+            ChildKind::IngressClass => put(&mut w.ingress_classes, serde_json::from_value(value)?),
+            ChildKind::KuraGateway => put(&mut w.gateways, serde_json::from_value(value)?),
+            ChildKind::Service => put(&mut w.services, partial(meta(&mut value)?)),
+            ChildKind::ConfigMap => put(&mut w.config_maps, partial(meta(&mut value)?)),
+            ChildKind::ServiceAccount => put(&mut w.service_accounts, partial(meta(&mut value)?)),
+            ChildKind::PodDisruptionBudget => {
+                put(&mut w.pod_disruption_budgets, partial(meta(&mut value)?))
+            }
+            ChildKind::NetworkPolicy => put(&mut w.network_policies, partial(meta(&mut value)?)),
+            ChildKind::Deployment => put(&mut w.deployments, partial(meta(&mut value)?)),
+        }
+        Ok(())
+    }
+
+    /// The live state, with `instances` (those `diff` reads) in its store and
+    /// the hosts they and the listed Ingresses hold indexed, as the
+    /// operator's caches have them once synced.
+    pub fn finish(mut self, instances: &[KuraInstance]) -> Live {
+        for instance in instances {
+            let mut instance = instance.clone();
+            compact_managed_fields(&mut instance);
+            self.writers
+                .instances
+                .apply_watcher_event(&Event::Apply(instance));
+        }
+        let stores = &self.live.stores;
+        stores
+            .claims
+            .instance_event(&stores.instances, &Event::InitDone);
+        stores
+            .claims
+            .ingress_event(&stores.ingresses, &Event::InitDone);
+        self.live
+    }
+}
+
+/// The object as one JSON value, its body moved rather than copied (a copy of
+/// a page of StatefulSets as values was most of the memory `diff` used).
+/// Items of a list carry no type of their own: it is the kind's.
+fn into_value(kind: ChildKind, object: DynamicObject) -> Result<Value, serde_json::Error> {
+    let mut value = object.data;
+    if let Value::Object(map) = &mut value {
+        map.insert("apiVersion".into(), kind.api_version().into());
+        map.insert("kind".into(), kind.kind().into());
+        map.insert("metadata".into(), serde_json::to_value(object.metadata)?);
+    }
+    Ok(value)
+}
+
+fn partial<K: Resource<DynamicType = ()>>(meta: ObjectMeta) -> PartialObjectMeta<K> {
+    meta.into_request_partial()
+}
+
+/// Into the store as the operator's caches keep it (managedFields compacted).
+fn put<K>(writer: &mut Writer<K>, mut object: K)
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    compact_managed_fields(&mut object);
+    writer.apply_watcher_event(&Event::Apply(object));
+}

@@ -1,0 +1,428 @@
+//! `kura-operator diff`: what this binary, under a given configuration, would
+//! write to the live cluster, instance by instance, before it does. The
+//! decision is the operator's own: the same validate → pin storage → render →
+//! observe → plan (`plan::intent`, the plan without its waits) over the same
+//! kind of caches (`live`), filled from one list per kind. Read-only: `read`
+//! only gets and lists.
+//!
+//! The core here is pure; `read` is the I/O, `command` the wiring, `report`
+//! the output.
+
+pub mod command;
+pub mod fields;
+pub mod live;
+pub mod read;
+pub mod report;
+pub mod show;
+
+use serde::Serialize;
+
+use crate::api::KuraInstance;
+use crate::api::conditions::{READY, is_true};
+use crate::config::OperatorConfig;
+use crate::kind::ChildKind;
+use crate::reconcile::plan::{self, ApplyOp, ApplyReason, Plan};
+use crate::reconcile::prune::{gateway_user, kept_by_metadata};
+use crate::reconcile::{budget, observe, storage};
+use crate::render::{Desired, ObjectId, render};
+use crate::validate::validate;
+
+pub use live::{Live, LiveBuilder};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum State {
+    /// Nothing would be written or deleted.
+    Unchanged,
+    /// Objects would be written or deleted.
+    Changes,
+    /// The instance does not validate: nothing would be applied or deleted.
+    Invalid,
+    /// `spec.paused`: nothing would be applied or deleted.
+    Paused,
+    /// Objects of its names exist and are not its own: nothing would be applied.
+    NameConflict,
+    /// A host it asks for is held by another instance: nothing would be
+    /// applied or deleted.
+    HostConflict,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    Create,
+    Update,
+    Prune,
+}
+
+impl Action {
+    pub fn sign(self) -> char {
+        match self {
+            Action::Create => '+',
+            Action::Update => '~',
+            Action::Prune => '-',
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectChange {
+    pub action: Action,
+    #[serde(serialize_with = "kind_name")]
+    pub kind: ChildKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Why it is written or deleted.
+    pub why: String,
+    /// `--show-diff`: the live object's operator-owned fields against the
+    /// desired manifest, as a unified diff of their YAML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+impl ObjectChange {
+    pub fn id(&self) -> ObjectId {
+        ObjectId {
+            kind: self.kind,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+fn kind_name<S: serde::Serializer>(kind: &ChildKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind.kind())
+}
+
+/// A reason nothing is applied: a field that does not validate, or a name
+/// taken by another object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{field}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceDiff {
+    pub namespace: String,
+    pub name: String,
+    pub state: State,
+    /// `status.appliedRevision`.
+    pub applied_revision: Option<String>,
+    /// The revision this binary renders under the configuration given.
+    pub desired_revision: Option<String>,
+    /// Why the operator would apply (as its Events and logs say it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// In the order the operator sends them, prunes last.
+    pub objects: Vec<ObjectChange>,
+    /// The StatefulSet's pod template changes: its pods roll.
+    pub pod_restart: bool,
+    /// The restart is the operator's (configuration or release, not the
+    /// spec or a force) and the instance is Ready: it waits for the fleet
+    /// budget (`rollout.maxUnavailable`) instead of rolling at once.
+    pub waits_for_budget: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+    /// Objects the new revision no longer has that stay, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
+    /// Storage the configuration asks for that the live StatefulSet keeps otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_pending: Option<String>,
+}
+
+impl InstanceDiff {
+    pub fn written(&self) -> impl Iterator<Item = &ObjectChange> {
+        self.objects.iter().filter(|o| o.action != Action::Prune)
+    }
+
+    pub fn pruned(&self) -> impl Iterator<Item = &ObjectChange> {
+        self.objects.iter().filter(|o| o.action == Action::Prune)
+    }
+
+    /// Stale gateways this instance would delete: whether another user keeps
+    /// them is [`keep_used_gateways`]' question, with the namespace's
+    /// instances and Ingresses read live, as `prune` reads them.
+    pub fn pruned_gateways(&self) -> impl Iterator<Item = &ObjectChange> {
+        self.pruned().filter(|o| o.kind == ChildKind::KuraGateway)
+    }
+
+    /// `Changes` exactly when something would be written or deleted: an apply
+    /// that only records status (an inventoried object already gone) is not one.
+    fn settle(&mut self) {
+        if matches!(self.state, State::Changes | State::Unchanged) {
+            self.state = if self.objects.is_empty() {
+                State::Unchanged
+            } else {
+                State::Changes
+            };
+        }
+    }
+}
+
+/// What the operator, with this binary and `config`, would do for `instance`
+/// given the `live` state: exactly its reconcile's decision, without the waits.
+pub fn diff_instance(
+    instance: &KuraInstance,
+    config: &OperatorConfig,
+    live: &Live,
+    show_diff: bool,
+) -> InstanceDiff {
+    let namespace = instance.metadata.namespace.clone().unwrap_or_default();
+    let name = instance.metadata.name.clone().unwrap_or_default();
+    let uid = instance.metadata.uid.clone().unwrap_or_default();
+    let mut validated = validate(instance, config);
+    let storage_pending = validated.as_mut().ok().and_then(|v| {
+        let claim = live.stores.live_claim(&v.namespace, &v.name);
+        storage::pin(v, claim.as_ref())
+    });
+    // A host another instance holds: nothing would be applied (claims.rs),
+    // as in the operator, which does not check a paused instance either.
+    let host_conflict = match &validated {
+        Ok(_) if !instance.spec.paused => live.stores.claims.decide(instance, config).err(),
+        _ => None,
+    };
+    let desired = validated.as_ref().ok().map(|v| render(v, config));
+    let observed = observe::observe(
+        instance,
+        instance.status.clone(),
+        desired.as_ref(),
+        &live.stores,
+    );
+    let intended = plan::intent(
+        &observed,
+        desired
+            .as_ref()
+            .ok_or_else(|| validated.as_ref().expect_err("no render without errors")),
+    );
+    let mut out = InstanceDiff {
+        namespace,
+        name,
+        state: State::Unchanged,
+        applied_revision: observed.status.applied_revision.clone(),
+        desired_revision: desired.as_ref().map(|d| d.revision.clone()),
+        reasons: Vec::new(),
+        objects: Vec::new(),
+        pod_restart: false,
+        waits_for_budget: false,
+        problems: Vec::new(),
+        kept: Vec::new(),
+        storage_pending: storage_pending.map(|p| p.to_string()),
+    };
+    match intended {
+        Plan::Apply { .. } | Plan::Converged if host_conflict.is_some() => {
+            out.state = State::HostConflict;
+            out.problems = host_conflict
+                .iter()
+                .flat_map(|c| c.0.iter())
+                .map(|lost| Problem {
+                    field: None,
+                    message: lost.to_string(),
+                })
+                .collect();
+        }
+        Plan::Invalid(errors) => {
+            out.state = State::Invalid;
+            out.problems = errors
+                .0
+                .into_iter()
+                .map(|e| Problem {
+                    field: Some(e.path),
+                    message: e.message,
+                })
+                .collect();
+        }
+        Plan::Paused => out.state = State::Paused,
+        Plan::NameConflict(conflicts) => {
+            out.state = State::NameConflict;
+            out.problems = conflicts
+                .into_iter()
+                .map(|message| Problem {
+                    field: None,
+                    message,
+                })
+                .collect();
+        }
+        Plan::Apply {
+            reasons,
+            apply,
+            prune,
+            ..
+        } => {
+            let desired = desired
+                .as_ref()
+                .expect("Apply is planned for a valid instance");
+            out.pod_restart = pods_restart(&apply, &reasons, desired, live);
+            out.waits_for_budget = out.pod_restart
+                && budget::budgeted(&observed, desired)
+                && instance
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| is_true(&s.conditions, READY));
+            out.objects = apply
+                .iter()
+                .map(|op| ObjectChange {
+                    action: if op.create {
+                        Action::Create
+                    } else {
+                        Action::Update
+                    },
+                    kind: op.id.kind,
+                    namespace: op.id.namespace.clone(),
+                    name: op.id.name.clone(),
+                    why: why(op, &reasons),
+                    diff: None,
+                })
+                .collect();
+            for id in prune {
+                // Not in the lists (every gateway, every other object labelled
+                // as the operator's): gone, or no longer labelled, so kept.
+                let Some(meta) = live.stores.meta(&id) else {
+                    continue;
+                };
+                match kept_by_metadata(&meta, &id, &uid, &out.name) {
+                    Some(why) => out.kept.push(format!("{id}: {why}")),
+                    None => out.objects.push(ObjectChange {
+                        action: Action::Prune,
+                        kind: id.kind,
+                        namespace: id.namespace.clone(),
+                        name: id.name.clone(),
+                        why: "no longer desired".into(),
+                        diff: None,
+                    }),
+                }
+            }
+            out.reasons = reasons.iter().map(ToString::to_string).collect();
+            if show_diff {
+                for change in &mut out.objects {
+                    let id = change.id();
+                    let want = desired.objects.iter().find(|o| o.id == id);
+                    change.diff = Some(show::unified(
+                        &id,
+                        live.owned.get(&id).map(String::as_str),
+                        want.map(|o| o.body()).as_ref(),
+                    ));
+                }
+            }
+        }
+        Plan::Converged => {}
+        // `intent` never waits, nor asks the budget.
+        Plan::Backoff { .. }
+        | Plan::Stalled { .. }
+        | Plan::ConflictHold { .. }
+        | Plan::Settling
+        | Plan::Admit
+        | Plan::Held(_) => {}
+    }
+    out.settle();
+    out
+}
+
+/// The StatefulSet is sent and its pod template changes: a new template hash,
+/// or an image someone else changed that the apply takes back. A StatefulSet
+/// created now starts its pods; that is not a restart.
+fn pods_restart(
+    apply: &[ApplyOp],
+    reasons: &[ApplyReason],
+    desired: &Desired,
+    live: &Live,
+) -> bool {
+    let image_drift = reasons
+        .iter()
+        .any(|r| matches!(r, ApplyReason::ImageDrift(_)));
+    apply.iter().any(|op| {
+        op.id.kind == ChildKind::StatefulSet
+            && !op.create
+            && (image_drift
+                || live.pod_template_hashes.get(&op.id) != Some(&desired.pod_template_hash))
+    })
+}
+
+/// Why `op` is sent, from the reasons `plan` gave.
+fn why(op: &ApplyOp, reasons: &[ApplyReason]) -> String {
+    let why = sent_because(op, reasons);
+    if op.clear_address {
+        // A status write of its own: the old class's controller wrote that address.
+        format!("{why}; its address is cleared (new ingress class)")
+    } else {
+        why
+    }
+}
+
+fn sent_because(op: &ApplyOp, reasons: &[ApplyReason]) -> String {
+    let me = op.id.to_string();
+    let own = reasons.iter().find_map(|r| match r {
+        ApplyReason::ChildMissing(o) if *o == me => Some("missing".to_string()),
+        ApplyReason::ChildRevision(o) if *o == me => Some("content changed".to_string()),
+        ApplyReason::FieldDrift(o, managers) if *o == me => {
+            Some(format!("fields taken by {}", managers.join(", ")))
+        }
+        ApplyReason::Adopted(o) if *o == me => Some(r.to_string()),
+        _ => None,
+    });
+    if let Some(why) = own {
+        return why;
+    }
+    let image = reasons
+        .iter()
+        .find(|r| matches!(r, ApplyReason::ImageDrift(_)));
+    match image {
+        Some(r) if op.id.kind == ChildKind::StatefulSet => r.to_string(),
+        _ if reasons.contains(&ApplyReason::Forced) => "forced (kura.dev/reapply-at)".into(),
+        _ if reasons.contains(&ApplyReason::Initial) => "first apply".into(),
+        _ => "sent with the others".into(),
+    }
+}
+
+/// Keeps the stale gateways of `diff` that something else of the namespace
+/// still uses, as `prune` would: `instances` are all of the namespace's,
+/// `ingresses` its Ingresses as (name, class, `kura.dev/instance` label).
+pub fn keep_used_gateways(
+    diff: &mut InstanceDiff,
+    instances: &[KuraInstance],
+    ingresses: &[(String, String, Option<String>)],
+    config: &OperatorConfig,
+) {
+    let others: Vec<(String, String)> = ingresses
+        .iter()
+        .filter(|(_, _, owner)| owner.as_deref() != Some(diff.name.as_str()))
+        .map(|(name, class, _)| (name.clone(), class.clone()))
+        .collect();
+    let namespace = diff.namespace.clone();
+    let name = diff.name.clone();
+    let mut kept = Vec::new();
+    diff.objects.retain(|o| {
+        if o.action != Action::Prune || o.kind != ChildKind::KuraGateway {
+            return true;
+        }
+        let class = crate::names::gateway_ingress_class(&namespace, &o.name);
+        match gateway_user(
+            &o.name, &class, &namespace, instances, &others, &name, config,
+        ) {
+            Some(user) => {
+                kept.push(format!("{}: still used by {user}", o.id()));
+                false
+            }
+            None => true,
+        }
+    });
+    diff.kept.extend(kept);
+    diff.settle();
+}
+
+#[cfg(test)]
+mod tests;

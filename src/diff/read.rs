@@ -1,0 +1,224 @@
+//! The reads of `diff`, and nothing but reads (get and list): the instances in
+//! scope, one paged list per kind of child (by the operator's label, in scope,
+//! as the operator's caches are filled), the namespace's instances and
+//! Ingresses where a gateway may be pruned, and the configuration from a
+//! ConfigMap.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, DynamicObject, ListParams, ObjectList};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use super::live::{Live, LiveBuilder};
+use crate::api::KuraInstance;
+use crate::config::OperatorConfig;
+use crate::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::kind::ChildKind;
+
+/// Objects per page: a bound on what one response holds in memory (a page of
+/// 500 StatefulSets as JSON values took tens of MiB).
+const PAGE: u32 = 200;
+
+/// The key of the chart's ConfigMap (charts/kura-operator/templates/configmap.yaml).
+pub const CONFIG_MAP_KEY: &str = "config.yaml";
+
+/// The kinds a reconcile of an instance observes (`reconcile::stores`), and
+/// whether it watches them by the operator's label. Gateways are watched
+/// whoever labelled them: ownership, not the label, decides.
+const KINDS: [(ChildKind, bool); 8] = [
+    (ChildKind::StatefulSet, true),
+    (ChildKind::Ingress, true),
+    (ChildKind::Service, true),
+    (ChildKind::ConfigMap, true),
+    (ChildKind::ServiceAccount, true),
+    (ChildKind::PodDisruptionBudget, true),
+    (ChildKind::NetworkPolicy, true),
+    (ChildKind::KuraGateway, false),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("list {what}: {}", said(source))]
+    List {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("listed {what}: {source}")]
+    Decode {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("ConfigMap {namespace}/{name}: {message}")]
+    ConfigMap {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// Where to look: one namespace or all, and which instances.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    /// `None`: every namespace.
+    pub namespace: Option<String>,
+    /// A label selector on the instances.
+    pub selector: Option<String>,
+}
+
+impl Scope {
+    fn shown(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "in all namespaces".into(),
+        }
+    }
+}
+
+pub async fn instances(client: &Client, scope: &Scope) -> Result<Vec<KuraInstance>, ReadError> {
+    let api: Api<KuraInstance> = match &scope.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut params = ListParams::default();
+    if let Some(selector) = &scope.selector {
+        params = params.labels(selector);
+    }
+    let mut out = Vec::new();
+    pages(&api, params, |i| {
+        out.push(i);
+        Ok(())
+    })
+    .await
+    .map_err(|e| e.named(format!("kurainstances {}", scope.shown())))?;
+    Ok(out)
+}
+
+/// Every child the operator's caches would hold, in scope.
+pub async fn live(
+    client: &Client,
+    scope: &Scope,
+    instances: &[KuraInstance],
+    keep_owned: bool,
+) -> Result<Live, ReadError> {
+    let mut builder = LiveBuilder::new(keep_owned);
+    for (kind, by_label) in KINDS {
+        let ar = kind.api_resource();
+        let api: Api<DynamicObject> = match &scope.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let mut params = ListParams::default();
+        if by_label {
+            params = params.labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"));
+        }
+        pages(&api, params, |o| builder.add(kind, o))
+            .await
+            .map_err(|e| e.named(format!("{} {}", kind.plural(), scope.shown())))?;
+    }
+    Ok(builder.finish(instances))
+}
+
+/// What decides whether a gateway of `namespace` is still used: all its
+/// instances, and all its Ingresses (anyone's) as (name, class, instance label).
+pub async fn gateway_users(
+    client: &Client,
+    namespace: &str,
+) -> Result<(Vec<KuraInstance>, Vec<(String, String, Option<String>)>), ReadError> {
+    let scope = Scope {
+        namespace: Some(namespace.to_string()),
+        selector: None,
+    };
+    let all = instances(client, &scope).await?;
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    let mut ingresses = Vec::new();
+    pages(&api, ListParams::default(), |i| {
+        if let Some(class) = i.spec.as_ref().and_then(|s| s.ingress_class_name.clone()) {
+            let owner = i
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_INSTANCE))
+                .cloned();
+            ingresses.push((i.metadata.name.unwrap_or_default(), class, owner));
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| e.named(format!("ingresses in namespace {namespace}")))?;
+    Ok((all, ingresses))
+}
+
+/// The operator configuration in a ConfigMap, under the chart's key.
+pub async fn config_map(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<OperatorConfig, ReadError> {
+    let fail = |message: String| ReadError::ConfigMap {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        message,
+    };
+    let map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|e| fail(said(&e)))?;
+    let text = map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(CONFIG_MAP_KEY))
+        .ok_or_else(|| fail(format!("has no key {CONFIG_MAP_KEY}")))?;
+    let source = format!("ConfigMap {namespace}/{name} key {CONFIG_MAP_KEY}");
+    Ok(OperatorConfig::parse(text).map_err(|e| e.at(source))?)
+}
+
+/// What the apiserver said, without the debug form of its Status.
+fn said(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}
+
+/// A list failure before its object is named.
+enum PageError {
+    Kube(kube::Error),
+    Decode(serde_json::Error),
+}
+
+impl PageError {
+    fn named(self, what: String) -> ReadError {
+        match self {
+            PageError::Kube(source) => ReadError::List { what, source },
+            PageError::Decode(source) => ReadError::Decode { what, source },
+        }
+    }
+}
+
+/// Lists `api` a page at a time, handing each object to `each`.
+async fn pages<K>(
+    api: &Api<K>,
+    params: ListParams,
+    mut each: impl FnMut(K) -> Result<(), serde_json::Error>,
+) -> Result<(), PageError>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(PAGE);
+    loop {
+        let page: ObjectList<K> = api.list(&params).await.map_err(PageError::Kube)?;
+        let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+        for object in page.items {
+            each(object).map_err(PageError::Decode)?;
+        }
+        match next {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! What `diff` prints: per instance, the revision change and each object
+//! written or deleted; a one-line summary; the exit code (as `kubectl diff`'s:
+//! 0 nothing to change, 1 changes).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{Action, InstanceDiff, State};
+use crate::render::hash::short;
+use crate::rollout::RolloutConfig;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub instances: usize,
+    /// Instances with objects to write or delete.
+    pub changing: usize,
+    /// Instances whose pods would restart.
+    pub pod_restarts: usize,
+    /// Objects created or updated.
+    pub objects_written: usize,
+    /// Of those, created.
+    pub objects_created: usize,
+    pub objects_pruned: usize,
+    pub invalid: usize,
+    pub name_conflicts: usize,
+    pub host_conflicts: usize,
+    pub paused: usize,
+    /// Of the pod restarts, those the fleet budget paces (`waitsForBudget`).
+    pub waiting_for_budget: usize,
+    /// How many of those may be in rollout at a time: `rollout.maxUnavailable`
+    /// of the instances read (the operator counts those in its scope).
+    pub budget: usize,
+    /// The waves the budget makes of them, when each wave's instances become
+    /// Ready again within the progress deadline. The rest restart at once.
+    pub waves: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub summary: Summary,
+    pub instances: Vec<InstanceDiff>,
+}
+
+impl Report {
+    /// Instances in (namespace, name) order.
+    pub fn new(mut instances: Vec<InstanceDiff>) -> Report {
+        instances.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let count = |state: State| instances.iter().filter(|i| i.state == state).count();
+        let summary = Summary {
+            instances: instances.len(),
+            changing: count(State::Changes),
+            pod_restarts: instances.iter().filter(|i| i.pod_restart).count(),
+            objects_written: instances.iter().map(|i| i.written().count()).sum(),
+            objects_created: instances
+                .iter()
+                .flat_map(|i| i.written())
+                .filter(|o| o.action == Action::Create)
+                .count(),
+            objects_pruned: instances.iter().map(|i| i.pruned().count()).sum(),
+            invalid: count(State::Invalid),
+            name_conflicts: count(State::NameConflict),
+            host_conflicts: count(State::HostConflict),
+            paused: count(State::Paused),
+            ..Summary::default()
+        };
+        Report { summary, instances }
+    }
+
+    /// The budget's waves under `rollout`, for a fleet at rest: the instances
+    /// whose restart the budget paces go `budget` at a time, in its order.
+    pub fn with_budget(mut self, rollout: &RolloutConfig) -> Report {
+        let s = &mut self.summary;
+        s.waiting_for_budget = self.instances.iter().filter(|i| i.waits_for_budget).count();
+        s.budget = rollout.max_unavailable.resolve(s.instances);
+        s.waves = s.waiting_for_budget.div_ceil(s.budget);
+        self
+    }
+
+    /// 1 when something would change, or an instance would not be applied at
+    /// all (invalid, or a name conflict): either needs a look before a rollout.
+    /// A paused instance is the user's choice, not a difference.
+    pub fn exit_code(&self) -> u8 {
+        let s = &self.summary;
+        u8::from(s.changing + s.invalid + s.name_conflicts + s.host_conflicts > 0)
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serialises") + "\n"
+    }
+
+    /// Every instance that is not unchanged, then the summary line.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for i in self
+            .instances
+            .iter()
+            .filter(|i| i.state != State::Unchanged)
+        {
+            instance_text(i, &mut out);
+        }
+        out.push_str(&self.summary_line());
+        out.push('\n');
+        out
+    }
+
+    pub fn summary_line(&self) -> String {
+        let s = &self.summary;
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut line = format!(
+            "{}: {} changing, {}, {} written ({} created), {} pruned",
+            plural(s.instances, "instance", "instances"),
+            s.changing,
+            plural(s.pod_restarts, "pod restart", "pod restarts"),
+            plural(s.objects_written, "object", "objects"),
+            s.objects_created,
+            s.objects_pruned,
+        );
+        if s.waiting_for_budget > 0 {
+            let _ = write!(
+                line,
+                "; {} paced by the fleet budget, {} at a time: {}",
+                s.waiting_for_budget,
+                s.budget,
+                plural(s.waves, "wave", "waves"),
+            );
+        }
+        for (n, what) in [
+            (s.invalid, "invalid"),
+            (s.name_conflicts, "with a name conflict"),
+            (s.host_conflicts, "with a host conflict"),
+            (s.paused, "paused"),
+        ] {
+            if n > 0 {
+                let _ = write!(line, "; {n} {what}");
+            }
+        }
+        line
+    }
+}
+
+fn revision(r: Option<&String>) -> String {
+    r.map_or_else(|| "(none)".into(), |r| short(r))
+}
+
+fn instance_text(i: &InstanceDiff, out: &mut String) {
+    let head = format!("{}/{}", i.namespace, i.name);
+    let _ = match i.state {
+        State::Changes => writeln!(
+            out,
+            "{head}: {} -> {}{}",
+            revision(i.applied_revision.as_ref()),
+            revision(i.desired_revision.as_ref()),
+            match (i.pod_restart, i.waits_for_budget) {
+                (true, true) => ", pods restart (paced by the fleet budget)",
+                (true, false) => ", pods restart",
+                _ => "",
+            }
+        ),
+        State::HostConflict => writeln!(out, "{head}: host conflict, nothing applied"),
+        State::Invalid => writeln!(out, "{head}: invalid, nothing applied"),
+        State::NameConflict => writeln!(out, "{head}: name conflict, nothing applied"),
+        State::Paused => writeln!(out, "{head}: paused, nothing applied"),
+        State::Unchanged => Ok(()),
+    };
+    for p in &i.problems {
+        let _ = writeln!(out, "  {p}");
+    }
+    for o in &i.objects {
+        let _ = writeln!(
+            out,
+            "  {} {} {}: {}",
+            o.action.sign(),
+            o.kind,
+            o.name,
+            o.why
+        );
+        if let Some(diff) = &o.diff {
+            for line in diff.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    for k in &i.kept {
+        let _ = writeln!(out, "  = kept {k}");
+    }
+    if let Some(s) = &i.storage_pending {
+        let _ = writeln!(out, "  storage: {s}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::{ObjectChange, Problem};
+    use crate::kind::ChildKind;
+
+    fn instance(name: &str, state: State, objects: Vec<ObjectChange>) -> InstanceDiff {
+        InstanceDiff {
+            namespace: "ns".into(),
+            name: name.into(),
+            state,
+            applied_revision: Some("a".repeat(64)),
+            desired_revision: Some("b".repeat(64)),
+            reasons: Vec::new(),
+            objects,
+            pod_restart: false,
+            waits_for_budget: false,
+            problems: Vec::new(),
+            kept: Vec::new(),
+            storage_pending: None,
+        }
+    }
+
+    fn change(action: Action, kind: ChildKind, name: &str) -> ObjectChange {
+        ObjectChange {
+            action,
+            kind,
+            namespace: Some("ns".into()),
+            name: name.into(),
+            why: "content changed".into(),
+            diff: None,
+        }
+    }
+
+    #[test]
+    fn a_converged_fleet_prints_the_summary_only_and_exits_0() {
+        let report = Report::new(vec![
+            instance("b", State::Unchanged, vec![]),
+            instance("a", State::Unchanged, vec![]),
+        ]);
+        assert_eq!(
+            report.text(),
+            "2 instances: 0 changing, 0 pod restarts, 0 objects written (0 created), 0 pruned\n"
+        );
+        assert_eq!(report.exit_code(), 0);
+        // A paused instance is no difference either.
+        let report = Report::new(vec![instance("p", State::Paused, vec![])]);
+        assert_eq!(report.exit_code(), 0);
+    }
+
+    #[test]
+    fn changes_are_counted_listed_and_exit_1() {
+        let mut a = instance(
+            "a",
+            State::Changes,
+            vec![
+                change(Action::Update, ChildKind::StatefulSet, "a"),
+                change(Action::Create, ChildKind::Ingress, "a-alias-0"),
+                change(Action::Prune, ChildKind::KuraGateway, "gw-a"),
+            ],
+        );
+        a.pod_restart = true;
+        let mut bad = instance("bad", State::Invalid, vec![]);
+        bad.problems.push(Problem {
+            field: Some("spec.region".into()),
+            message: "region \"mars\" is not configured".into(),
+        });
+        let report = Report::new(vec![bad, a, instance("c", State::Unchanged, vec![])]);
+        assert_eq!(
+            report.summary,
+            Summary {
+                instances: 3,
+                changing: 1,
+                pod_restarts: 1,
+                objects_written: 2,
+                objects_created: 1,
+                objects_pruned: 1,
+                invalid: 1,
+                ..Summary::default()
+            }
+        );
+        assert_eq!(report.exit_code(), 1);
+        let text = report.text();
+        assert_eq!(
+            text,
+            "ns/a: aaaaaaaaaaaa -> bbbbbbbbbbbb, pods restart\n\
+             \x20 ~ StatefulSet a: content changed\n\
+             \x20 + Ingress a-alias-0: content changed\n\
+             \x20 - KuraGateway gw-a: content changed\n\
+             ns/bad: invalid, nothing applied\n\
+             \x20 spec.region: region \"mars\" is not configured\n\
+             3 instances: 1 changing, 1 pod restart, 2 objects written (1 created), 1 pruned; 1 invalid\n"
+        );
+    }
+
+    #[test]
+    fn an_invalid_instance_alone_exits_1() {
+        let report = Report::new(vec![instance("bad", State::Invalid, vec![])]);
+        assert_eq!(report.exit_code(), 1);
+    }
+
+    #[test]
+    fn the_json_names_every_field_in_camel_case() {
+        let report = Report::new(vec![instance(
+            "a",
+            State::Changes,
+            vec![change(Action::Update, ChildKind::ConfigMap, "a-config")],
+        )]);
+        let v: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(v["summary"]["objectsWritten"], 1);
+        let i = &v["instances"][0];
+        assert_eq!(i["state"], "changes");
+        assert_eq!(i["appliedRevision"], "a".repeat(64));
+        assert_eq!(i["podRestart"], false);
+        assert_eq!(
+            i["objects"][0],
+            serde_json::json!({"action": "update", "kind": "ConfigMap", "namespace": "ns",
+                "name": "a-config", "why": "content changed"})
+        );
+    }
+}
