@@ -79,7 +79,8 @@ pub fn fleet(instances: &[Arc<KuraInstance>], config: &OperatorConfig, now: Time
 /// Reconciles run concurrently: without this, several could see the same free
 /// slot in the cache and all take it. Decisions are made one at a time under
 /// its lock, counting these with the cache's. An entry ends when the cache
-/// shows the record (it is counted from there), or after a minute (its status
+/// shows the instance no longer waiting (admitted, counted from there,
+/// or already Ready again and cleared), or after a minute (its status
 /// write failed: the slot is given back).
 #[derive(Default)]
 pub struct Admissions {
@@ -118,17 +119,15 @@ pub fn view(
     let mut pending = admissions.pending.lock().unwrap_or_else(|e| e.into_inner());
     let all = instances();
     let mut fleet = fleet(&all, config, now);
-    // Pending admissions the cache does not count yet count here.
+    // Pending admissions the cache does not count yet count here. Only a
+    // waiting instance is admitted, so while the cache still shows it waiting
+    // it has not caught up; any other state (admitted, or already done and
+    // cleared) is the cache's to count.
     pending.retain(|uid, (_, at)| {
         at.elapsed() < PENDING_AT_MOST
-            && all.iter().any(|i| {
-                i.metadata.uid.as_deref() == Some(uid.as_str())
-                    && !i
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.rollout.as_ref())
-                        .is_some_and(|r| r.state == crate::api::RolloutState::Admitted)
-            })
+            && all
+                .iter()
+                .any(|i| i.metadata.uid.as_deref() == Some(uid.as_str()) && still_waiting(i))
     });
     for (key, _) in pending.values() {
         if !fleet.in_flight.contains(key) {
@@ -146,6 +145,16 @@ pub fn view(
         budgeted: true,
         admission: Some(decision),
     }
+}
+
+/// The cache still shows `instance` waiting in the queue: an admission this
+/// process made is not in the cache yet.
+fn still_waiting(instance: &KuraInstance) -> bool {
+    instance
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .is_some_and(|r| r.state == crate::api::RolloutState::Waiting)
 }
 
 /// The decision for `instance` (with the status this reconcile decides from).

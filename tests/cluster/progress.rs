@@ -39,19 +39,37 @@ async fn mark_pods_ready(pods: &Api<Pod>) {
     }
 }
 
-/// Once the StatefulSet carries `revision` and its controller has observed
-/// it, the instance soon says how its pods are doing (counts may lag).
+/// The applied revision once it is not `before`, and the stamp it gives the
+/// StatefulSet (each child carries its own hash, as the inventory records it).
+async fn applied_after(instances: &Api<KuraInstance>, before: Option<&str>) -> (String, String) {
+    wait_for("the apply", T, || async {
+        let status = instances.get("acme").await.ok()?.status?;
+        let applied = status.applied_revision?;
+        let stamp = status
+            .inventory
+            .iter()
+            .find(|e| e.kind == "StatefulSet")?
+            .hash
+            .clone();
+        (Some(applied.as_str()) != before).then_some((applied, stamp))
+    })
+    .await
+}
+
+/// Once the StatefulSet carries the `stamp` of the applied revision and its
+/// controller has observed it, the instance soon says how its pods are doing
+/// (counts may lag).
 async fn message_follows_the_rollout(
     instances: &Api<KuraInstance>,
     sts: &Api<StatefulSet>,
-    revision: &str,
+    stamp: &str,
 ) {
     wait_for(
         "the StatefulSet to carry the revision, observed by its controller",
         T,
         || async {
             let s = sts.get("acme").await.ok()?;
-            let carries = s.metadata.annotations.as_ref()?.get("kura.dev/revision")? == revision;
+            let carries = s.metadata.annotations.as_ref()?.get("kura.dev/revision")? == stamp;
             let observed = s.status?.observed_generation >= s.metadata.generation;
             (carries && observed).then_some(())
         },
@@ -78,7 +96,7 @@ async fn message_follows_the_rollout(
         }
         assert!(
             started.elapsed() < NEWS,
-            "{:?} after the StatefulSet showed revision {revision}, the status still said {seen:?}",
+            "{:?} after the StatefulSet showed stamp {stamp}, the status still said {seen:?}",
             started.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(200)).await; // polling the status, bounded above
@@ -111,11 +129,8 @@ async fn a_message_about_a_finished_step_does_not_outlive_it() {
     )
     .await
     .unwrap();
-    let first = wait_for("the first apply", T, || async {
-        instances.get("acme").await.ok()?.status?.applied_revision
-    })
-    .await;
-    message_follows_the_rollout(&instances, &sts, &first).await;
+    let (first, stamp) = applied_after(&instances, None).await;
+    message_follows_the_rollout(&instances, &sts, &stamp).await;
     mark_pods_ready(&pods).await;
     ready_soon(&instances).await;
 
@@ -127,12 +142,8 @@ async fn a_message_about_a_finished_step_does_not_outlive_it() {
     )
     .await
     .unwrap();
-    let second = wait_for("the second apply", T, || async {
-        let applied = instances.get("acme").await.ok()?.status?.applied_revision?;
-        (applied != first).then_some(applied)
-    })
-    .await;
-    message_follows_the_rollout(&instances, &sts, &second).await;
+    let (second, stamp) = applied_after(&instances, Some(&first)).await;
+    message_follows_the_rollout(&instances, &sts, &stamp).await;
     wait_for("the new pod", T, || async {
         let list = pods.list(&ListParams::default()).await.ok()?.items;
         list.iter()

@@ -30,6 +30,11 @@ const NOT_RUN: &[(&str, &str)] = &[
         "cargo test --test cluster chart",
         "runs tests of this suite (the chart's)",
     ),
+    (
+        r#"kubectl -n NAMESPACE patch kuragateway NAME --type=json -p '[{"op": "remove", "path": "/metadata/finalizers"}]'"#,
+        "a recovery step for a gateway of an earlier release, with placeholders; \
+         tests/cluster/gateways/migration.rs covers what the operator does instead",
+    ),
 ];
 
 /// The commands of a Markdown file's fenced `sh` blocks: one per line, a
@@ -119,9 +124,15 @@ fn readme_commands_work_as_printed_in_a_fresh_shell() {
             continue;
         }
         run.push(command.clone());
+        // `diff` exits 1 when it finds changes, as `kubectl diff` does: an answer.
+        let worked = if command.starts_with("kura-operator diff") {
+            "[ $rc -le 1 ]"
+        } else {
+            "[ $rc = 0 ]"
+        };
         script.push_str(&format!(
             "printf '\\n>>> %s: %s\\n' '{readme}' {quoted}\n{command}\n\
-             rc=$?; if [ $rc != 0 ]; then echo \"<<< command {i} failed with exit code $rc\"; exit 1; fi\n",
+             rc=$?; if ! {worked}; then echo \"<<< command {i} failed with exit code $rc\"; exit 1; fi\n",
             quoted = shell_quote(command),
         ));
     }

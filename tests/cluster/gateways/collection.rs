@@ -97,6 +97,8 @@ fn paused(name: &str, paused: bool) -> serde_json::Value {
     let mut v = instance(name, IMAGE);
     v["spec"]["paused"] = json!(paused);
     v["spec"]["account"] = json!("acme");
+    // One account, so one gateway; a host each, since a host is one instance's.
+    v["spec"]["host"] = json!(format!("{name}.acme.kura.test"));
     v
 }
 

@@ -17,12 +17,14 @@ use crate::support::{TestNamespace, apply_json, wait_for};
 use kura_operator::api::{KuraGateway, KuraInstance};
 use kura_operator::names;
 
-/// The victim's gateway and class once its instance `acme` is Ready.
+/// The victim's gateway and class once its instance `acme` is Ready. Its
+/// host is the namespace's own: the same account in two namespaces shares a
+/// gateway name, never a host (one host is one instance's, across namespaces).
 async fn victim(client: &Client, ns: &str) -> (String, IngressClass) {
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
-    apply_json(&instances, "test", instance("acme", IMAGE))
-        .await
-        .unwrap();
+    let mut acme = instance("acme", IMAGE);
+    acme["spec"]["host"] = json!(format!("acme.{ns}.kura.test"));
+    apply_json(&instances, "test", acme).await.unwrap();
     wait_ready(&instances, "acme").await;
     let gateway = names::gateway("acme", "r1");
     let gw = Api::<KuraGateway>::namespaced(client.clone(), ns)
