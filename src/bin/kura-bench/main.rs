@@ -77,7 +77,8 @@ pub struct Args {
     /// Markdown file the results are appended to (default: docs/benchmarks.md).
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-    /// Limit of each phase and each settling wait (default: 120 s + 0.5 s per instance).
+    /// Limit of each phase and each settling wait (default: 120 s + 0.5 s per
+    /// instance); the budget phase adds 90 s per wave of admissions.
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
 }
