@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The scale benchmark (src/bin/kura-bench): operator convergence against direct
 # server-side apply on the local control plane, then a fleet-wide configuration
-# change, an idle window and the memory and CPU time used. Appends its results to
+# change, an idle window and the memory and CPU time used, `kura-operator diff`,
+# and a change paced by the fleet budget (maxUnavailable 10%). Appends its results to
 # docs/benchmarks.md and writes docs/bench/scale-<date>-n<N>.json.
 #
 #   scripts/bench-scale.sh            N=1000

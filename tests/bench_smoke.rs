@@ -1,6 +1,7 @@
 //! The scale benchmark driver (`kura-bench`, src/bin/kura-bench) works end to end
 //! against the real control plane at N=5: every phase runs and the report is
 //! complete. No performance is asserted; that is what the benchmark is for.
+//! The fleet budget's bound is asserted: it is a guarantee, not a speed.
 
 #[allow(dead_code)]
 #[path = "cluster/support.rs"]
@@ -59,7 +60,27 @@ async fn kura_bench_runs_every_phase_at_n5() {
             .unwrap()
             .starts_with('v')
     );
-    assert_eq!(report["goals"].as_array().unwrap().len(), 7);
+    assert_eq!(report["goals"].as_array().unwrap().len(), 9);
+    // The budget phase: 10% of 5 is below one, so one instance at a time; the
+    // peak is what the bench sampled, not what the operator says.
+    let budget = &report["operator"]["budget"];
+    assert_eq!(budget["max_unavailable"], "10%", "{budget}");
+    assert_eq!(budget["bound"], 1, "{budget}");
+    assert!(budget["total_s"].as_f64().unwrap() > 0.0, "{budget}");
+    assert!(budget["samples"].as_u64().unwrap() > 0, "{budget}");
+    let peak = budget["peak_unavailable"].as_u64().unwrap();
+    assert!(peak <= 1, "the peak is within the bound: {budget}");
+    // With kura-sim's 1 s ready delay, each restart is visible to the sampling.
+    assert!(peak >= 1, "a restart was sampled: {budget}");
+    assert!(
+        report["goals"].as_array().unwrap().iter().any(|g| g["goal"]
+            .as_str()
+            .unwrap()
+            .contains("peak unavailable <= bound")
+            && g["met"] == true),
+        "{}",
+        report["goals"]
+    );
     // `kura-operator diff` on the converged fleet: nothing with the
     // configuration in force; with the other domain, the three children that
     // carry the host of each instance.
@@ -79,6 +100,7 @@ async fn kura_bench_runs_every_phase_at_n5() {
     let md = std::fs::read_to_string(&markdown).unwrap();
     assert!(md.contains("### Scale run"), "{md}");
     assert!(md.contains("| create 5 instances"), "{md}");
+    assert!(md.contains("`maxUnavailable: 10%`"), "{md}");
     // The run removed its namespaces and class.
     assert!(stderr.contains("cleaned up"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);

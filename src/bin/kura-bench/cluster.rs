@@ -99,12 +99,25 @@ impl Bench {
         Ok(())
     }
 
-    /// The operator configuration; `version` picks the region's domain, so that
-    /// changing it changes every host, and with it every instance's revision.
+    /// The operator configuration of the create, change and preview phases;
+    /// `version` picks the region's domain, so that changing it changes every
+    /// host, and with it every instance's revision and pod template.
+    ///
+    /// `maxUnavailable: 100%`: the fleet budget (`kura_operator::rollout`)
+    /// would otherwise pace the change phase's restarts (its default
+    /// is 25%), and its time would measure the budget, not the operator's apply
+    /// path, and no longer compare with the direct client or with the runs
+    /// recorded before the budget existed. The budget phase measures the budget.
     pub fn config(&self, version: u32) -> String {
+        self.config_with_budget(version, "100%")
+    }
+
+    /// The configuration with `rollout.maxUnavailable` set to `max_unavailable`.
+    pub fn config_with_budget(&self, version: u32, max_unavailable: &str) -> String {
         format!(
             "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: kura.dev/sim-ingress\n  replicas: 1\n\
-             regions:\n  {REGION}:\n    network: host\n    sharedIngressClass: {}\n    domain: v{version}.bench.kura.test\n",
+             regions:\n  {REGION}:\n    network: host\n    sharedIngressClass: {}\n    domain: v{version}.bench.kura.test\n\
+             rollout:\n  maxUnavailable: \"{max_unavailable}\"\n",
             self.class
         )
     }

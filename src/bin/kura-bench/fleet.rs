@@ -20,6 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
+use kura_operator::api::conditions::{READY, is_true};
 use kura_operator::api::{KuraInstance, Phase};
 use kura_operator::config::OperatorConfig;
 use kura_operator::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
@@ -169,6 +170,37 @@ impl Watched {
             .state()
             .iter()
             .filter(|i| i.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready))
+            .count()
+    }
+
+    /// Instances whose Ready condition is not True: what the fleet budget
+    /// calls unavailable.
+    pub fn unavailable_instances(&self) -> usize {
+        self.instances
+            .state()
+            .iter()
+            .filter(|i| {
+                !i.status
+                    .as_ref()
+                    .is_some_and(|s| is_true(&s.conditions, READY))
+            })
+            .count()
+    }
+
+    /// StatefulSets with fewer ready replicas than they want: the pods' view
+    /// of unavailability, ahead of the instances' conditions.
+    pub fn stateful_sets_not_ready(&self) -> usize {
+        self.stateful_sets
+            .state()
+            .iter()
+            .filter(|s| {
+                let want = s.spec.as_ref().and_then(|p| p.replicas).unwrap_or(1);
+                s.status
+                    .as_ref()
+                    .and_then(|st| st.ready_replicas)
+                    .unwrap_or(0)
+                    < want
+            })
             .count()
     }
 

@@ -14,11 +14,19 @@
 //!    resourceVersion changes;
 //! 5. the operator's and the apiserver's memory and CPU time during 2–4;
 //! 6. `kura-operator diff` on the converged fleet, with its configuration and
-//!    with the other one: wall time, peak memory, the writes it predicts.
+//!    with the other one: wall time, peak memory, the writes it predicts;
+//! 7. the fleet budget: a configuration changing every pod template with
+//!    `rollout.maxUnavailable: 10%` (kura-sim makes new pods Ready after 1 s);
+//!    the total time until every instance applied it and is Ready again, and the
+//!    peak of instances not Ready, sampled every 200 ms, against the bound.
+//!
+//! Phases 1–6 run with `maxUnavailable: 100%`, so the budget paces none of
+//! their restarts and their ratios compare with runs from before it existed.
 //!
 //! Writes a JSON report and appends a markdown section to docs/benchmarks.md.
 
 mod audit;
+mod budget;
 mod cluster;
 mod direct;
 mod fleet;
@@ -69,7 +77,8 @@ pub struct Args {
     /// Markdown file the results are appended to (default: docs/benchmarks.md).
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-    /// Limit of each phase and each settling wait (default: 120 s + 0.5 s per instance).
+    /// Limit of each phase and each settling wait (default: 120 s + 0.5 s per
+    /// instance); the budget phase adds 90 s per wave of admissions.
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
 }

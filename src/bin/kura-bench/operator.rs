@@ -1,6 +1,7 @@
 //! Phases 2–4: the release operator in its own namespace, N instances created,
 //! a fleet-wide configuration change, then an idle window of two resync periods;
-//! memory and CPU time of the operator and the apiserver throughout.
+//! memory and CPU time of the operator and the apiserver throughout. The same
+//! operator then serves the diff preview and the budget phase.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ use crate::report::{Idle, Operator, Phases, ProcessUse, Resources, secs};
 use crate::{Args, BenchResult, audit};
 
 /// The operator process, killed when dropped.
-struct Process {
+pub struct Process {
     child: Child,
     log: PathBuf,
     config: PathBuf,
@@ -70,14 +71,14 @@ impl Process {
 
     /// When the operator logged its last line containing `needle` (the text
     /// format starts each line with an RFC 3339 time).
-    fn logged_at(&self, needle: &str) -> Option<jiff::Timestamp> {
+    pub fn logged_at(&self, needle: &str) -> Option<jiff::Timestamp> {
         let log = std::fs::read_to_string(&self.log).ok()?;
         let line = log.lines().rfind(|l| l.contains(needle))?;
         line.split_whitespace().next()?.parse().ok()
     }
 
     /// Replace the configuration file whole, as a ConfigMap update does.
-    fn set_config(&self, yaml: &str) -> BenchResult<()> {
+    pub fn set_config(&self, yaml: &str) -> BenchResult<()> {
         let tmp = self.config.with_extension("tmp");
         std::fs::write(&tmp, yaml)?;
         std::fs::rename(&tmp, &self.config)?;
@@ -167,12 +168,16 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
         operator: usage(&marks, |m| m.0, sampler.peak_kib(op.pid()), true),
         apiserver: apiserver.map(|pid| usage(&marks, |m| m.1, sampler.peak_kib(pid), false)),
     };
+    // After the resources are taken: the budget phase's restarts are no part
+    // of the peaks and CPU times that earlier runs recorded.
+    drop(sampler);
+    out.budget = crate::budget::run(args, bench, &op, &watched, &expected).await?;
     Ok((out, resources))
 }
 
 /// Wait until every instance is Ready and every rollout finished, so that one
 /// phase's tail (pods rolling, status turning Ready) is not counted in the next.
-async fn settle(watched: &Watched, n: usize, timeout: Duration) -> BenchResult<()> {
+pub async fn settle(watched: &Watched, n: usize, timeout: Duration) -> BenchResult<()> {
     wait_all("operator: instances Ready", n, timeout, || {
         watched.ready_instances()
     })

@@ -82,6 +82,7 @@ pub struct Operator {
     pub change_requests: BTreeMap<String, u64>,
     pub idle: Idle,
     pub preview: crate::preview::Preview,
+    pub budget: crate::budget::Budget,
 }
 
 #[derive(Serialize, Default)]
@@ -270,12 +271,29 @@ impl Report {
                 met: (self.n == 1000)
                     .then_some(diff_s <= DIFF_TIME_GOAL_S && diff_mib <= DIFF_RSS_GOAL_MIB),
             },
+            budget_goal(&self.operator.budget),
             Goal {
                 goal: RENDER_BENCH.into(),
                 measured: String::new(),
                 met: None,
             },
         ];
+    }
+}
+
+/// The budget phase's goal: the measured peak within the bound.
+fn budget_goal(b: &crate::budget::Budget) -> Goal {
+    Goal {
+        goal: format!(
+            "fleet change with maxUnavailable {}: peak unavailable <= bound ({}% of N, at least 1)",
+            b.max_unavailable,
+            crate::budget::PERCENT
+        ),
+        measured: format!(
+            "peak {} not Ready, bound {} (sampled every 200 ms)",
+            b.peak_unavailable, b.bound
+        ),
+        met: Some(b.peak_unavailable <= b.bound),
     }
 }
 
@@ -438,6 +456,17 @@ fn markdown(r: &Report, json: &str) -> String {
             run.wall_s, run.peak_rss_mib, run.exit_code
         );
     }
+    let budget = &r.operator.budget;
+    let _ = writeln!(
+        s,
+        "| fleet-wide change with `maxUnavailable: {}` (region domain, pods Ready {} after creation): total time; peak instances not Ready (bound {}); peak StatefulSets not ready | | {:.2} s; {}; {} | |",
+        budget.max_unavailable,
+        budget.ready_delay,
+        budget.bound,
+        budget.total_s,
+        budget.peak_unavailable,
+        budget.peak_stateful_sets_not_ready
+    );
     s.push_str(&change_table(r));
     let _ = writeln!(s, "\n| goal | measured | |\n|---|---|---|");
     for g in &r.goals {
