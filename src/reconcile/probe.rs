@@ -89,22 +89,34 @@ pub fn activation(
         .iter()
         .find(|o| o.id.kind == ChildKind::StatefulSet)
         .map_or("", |o| o.id.name.as_str());
-    // Not there yet, not showing the revision (right after an apply the cache
-    // may still hold the previous StatefulSet, whose available old pods say
-    // nothing about this revision), or not observed by its controller yet:
-    // from here, one step, so that its message stays true until the pods' turn.
-    let taking = || {
+    // From the apply until the pods are all available, one message whose
+    // words stay true throughout and whose counts move: where its controller
+    // has not taken the revision yet (the StatefulSet not there yet, not
+    // showing the revision: right after an apply the cache may still hold the
+    // previous StatefulSet, whose available old pods say nothing about this
+    // revision; or not observed yet), none of its pods are updated. Counts
+    // alone wait for the status refresh, so a rollout costs one status write
+    // when it starts and one when it ends, however many steps it passes.
+    let progress = |reason, available: i32, updated: i32, want: i32| {
         waiting(
-            PROGRESSING,
+            reason,
             format!(
-                "StatefulSet {name}: revision {} applied, waiting for its controller to take it",
-                short(&desired.revision)
+                "StatefulSet {name}: {available}/{want} replicas available, {updated}/{want} updated to revision {} (image {})",
+                short(&desired.revision),
+                desired.image
             ),
         )
     };
     let Some(sts) = sts else {
         return if rolling_out {
-            taking()
+            // As rendered (rare: only until the cache shows the new object).
+            let want = desired
+                .objects
+                .iter()
+                .find(|o| o.id.kind == ChildKind::StatefulSet)
+                .and_then(|o| o.body()["spec"]["replicas"].as_i64())
+                .unwrap_or(1);
+            progress(PROGRESSING, 0, 0, want as i32)
         } else {
             waiting(
                 "WorkloadMissing",
@@ -119,20 +131,19 @@ pub fn activation(
         .and_then(|a| a.get(ANNOTATION_REVISION));
     let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let status = sts.status.clone().unwrap_or_default();
+    let available = status.available_replicas.unwrap_or(0);
     if stamp.map(String::as_str) != desired.stamp_of(ChildKind::StatefulSet)
         || status.observed_generation.unwrap_or(0) < sts.metadata.generation.unwrap_or(0)
     {
-        return taking();
+        return progress(PROGRESSING, available, 0, want);
     }
     let updated = status.updated_replicas.unwrap_or(0);
-    let available = status.available_replicas.unwrap_or(0);
     if updated < want || available < want {
-        return waiting(
+        return progress(
             or_progressing("WorkloadUnavailable"),
-            format!(
-                "StatefulSet {name}: {available}/{want} replicas available, {updated}/{want} updated to image {}",
-                desired.image
-            ),
+            available,
+            updated,
+            want,
         );
     }
     let mut endpoint = None;
@@ -227,9 +238,10 @@ mod tests {
         );
     }
 
-    /// Its message stays true until the pods' turn: one step, one message.
+    /// From the apply until the pods are all available, one message whose
+    /// words stay true: only its counts move, so it costs no status write.
     #[test]
-    fn until_its_controller_takes_the_revision_a_rollout_is_one_step() {
+    fn a_rollout_is_one_message_whose_counts_move() {
         let d = desired("r2");
         let old = sts(
             "r1",
@@ -237,16 +249,32 @@ mod tests {
             json!({"observedGeneration": 1, "availableReplicas": 1}),
         );
         let unobserved = sts("r2", 2, json!({"observedGeneration": 1}));
-        let messages: Vec<String> = [None, Some(&old), Some(&unobserved)]
+        let rolling = sts(
+            "r2",
+            2,
+            json!({"replicas": 1, "observedGeneration": 2,
+            "updatedReplicas": 1, "availableReplicas": 0}),
+        );
+        let messages: Vec<String> = [None, Some(&old), Some(&unobserved), Some(&rolling)]
             .into_iter()
             .map(|w| match activation(&d, w, &[], true) {
                 Activation::Waiting { message, .. } => message,
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert!(messages.iter().all(|m| m == &messages[0]), "{messages:?}");
+        let masked: Vec<String> = messages
+            .iter()
+            .map(|m| crate::reconcile::status::without_counts(m))
+            .collect();
+        assert!(masked.iter().all(|m| m == &masked[0]), "{messages:?}");
+        // Until its controller takes the revision, none is updated to it,
+        // whatever the previous StatefulSet's pods say.
         assert!(
-            messages[0].contains("waiting for its controller to take it"),
+            messages[1].contains("1/1 replicas available, 0/1 updated"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[3].contains("0/1 replicas available, 1/1 updated"),
             "{messages:?}"
         );
     }

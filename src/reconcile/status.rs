@@ -534,7 +534,7 @@ fn only_counts_differ<S: WithConditions>(prev: &S, new: &S) -> bool {
 }
 
 /// A message with its counts (words `2/3`) masked: the step it describes.
-fn without_counts(message: &str) -> String {
+pub(crate) fn without_counts(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
@@ -634,33 +634,37 @@ mod tests {
 
     #[test]
     fn a_new_step_is_written_at_once_and_counts_wait() {
-        let taking = waiting(
-            "WorkloadProgressing",
-            "StatefulSet a: revision 1a2b3c4d5e6f applied, waiting for its controller to take it",
-        );
-        let pods = |n: u32| {
+        let pods = |available: u32, updated: u32| {
             waiting(
                 "WorkloadProgressing",
-                &format!("StatefulSet a: {n}/3 replicas available, 3/3 updated to image k:1.2"),
+                &format!(
+                    "StatefulSet a: {available}/3 replicas available, {updated}/3 updated to revision 1a2b3c4d5e6f (image k:1.2)"
+                ),
             )
         };
         let just_now = Some(Duration::from_secs(1));
-        // The old message would say the revision is not taken: written.
-        assert!(worth_writing(&taking, &pods(0), just_now));
-        // Counts within the step wait for the refresh.
-        assert!(!worth_writing(&pods(0), &pods(2), just_now));
-        assert!(worth_writing(&pods(0), &pods(2), Some(MESSAGE_REFRESH)));
+        // From the apply to the pods' turn only counts move: they wait.
+        assert!(!worth_writing(&pods(3, 0), &pods(0, 3), just_now));
+        assert!(!worth_writing(&pods(0, 0), &pods(2, 3), just_now));
+        assert!(worth_writing(
+            &pods(0, 3),
+            &pods(2, 3),
+            Some(MESSAGE_REFRESH)
+        ));
         // Another revision or image is another step, digits and all.
         let other = waiting(
             "WorkloadProgressing",
-            "StatefulSet a: revision 9a2b3c4d5e6f applied, waiting for its controller to take it",
+            "StatefulSet a: 0/3 replicas available, 0/3 updated to revision 9a2b3c4d5e6f (image k:1.2)",
         );
-        assert!(worth_writing(&taking, &other, just_now));
+        assert!(worth_writing(&pods(0, 0), &other, just_now));
         let image = waiting(
             "WorkloadProgressing",
-            "StatefulSet a: 0/3 replicas available, 3/3 updated to image k:1.3",
+            "StatefulSet a: 0/3 replicas available, 3/3 updated to revision 1a2b3c4d5e6f (image k:1.3)",
         );
-        assert!(worth_writing(&pods(0), &image, just_now));
+        assert!(worth_writing(&pods(0, 3), &image, just_now));
+        // Words of another step (the workload went missing): written at once.
+        let missing = waiting("WorkloadProgressing", "StatefulSet a does not exist");
+        assert!(worth_writing(&pods(0, 3), &missing, just_now));
     }
 
     #[test]
