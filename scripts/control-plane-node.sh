@@ -35,7 +35,9 @@ node_requirements() {
   if [ ${#missing[@]} -gt 0 ]; then
     # Debian packages, as the rest of the machine's tools: no binary downloads.
     log "installing ${missing[*]} (apt-get)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+    # A fresh machine may have no package lists yet: update once, then retry.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } \
       || die "a node needs ${missing[*]}: apt-get install ${missing[*]} failed"
   fi
   ip link show "$node_bridge" >/dev/null 2>&1 && ! journaled "link $node_bridge" \

@@ -408,3 +408,140 @@ async fn down_leaves_the_host_as_it_was() {
         "bridge {BRIDGE} left behind"
     );
 }
+
+/// The operator as users run it: its image (scripts/images.sh, from the release
+/// binary), installed with the chart into a namespace enforcing the `restricted`
+/// Pod Security profile, runs on the node, connects in-cluster through the
+/// `kubernetes` Service (the apiserver's certificate names the Service IP),
+/// becomes Ready through its real /readyz probe, and makes an instance's pod
+/// Ready. Without the node the Deployment's pod never starts (no scheduler, no
+/// kubelet): the rollout never completes; without the Service IP in the
+/// certificate or the lease endpoint reconciler, the operator could not reach
+/// the apiserver and would never be Ready.
+#[tokio::test]
+async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
+    require_node_host!();
+    let binary = repo().join("target/release/kura-operator");
+    if !binary.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing: run scripts/release-build.sh first",
+            binary.display()
+        );
+        return;
+    }
+    let _turn = NODE_LOCK.lock().await;
+    let plane = NodePlane::up();
+    let out = Command::new(repo().join("scripts/images.sh"))
+        .args(["operator", "--import"])
+        .envs(plane.env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("scripts/images.sh");
+    assert!(
+        out.status.success(),
+        "scripts/images.sh operator --import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client = plane.client().await;
+    let ns = "kura-system";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns, "labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            }}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let helm = Command::new(crate::support::tool("helm"))
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(["install", "kura"])
+        .arg(repo().join("charts/kura-operator"))
+        .args(["-n", ns, "--wait", "--timeout", "120s"])
+        .args(["--set", "image.repository=kura.local/kura-operator"])
+        .args(["--set", &format!("image.tag={version}")])
+        .args(["--set", "image.pullPolicy=Never"])
+        .output()
+        .expect("helm");
+    assert!(
+        helm.status.success(),
+        "helm install: {}",
+        String::from_utf8_lossy(&helm.stderr)
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = wait_for(
+        "the operator pod Ready",
+        Duration::from_secs(120),
+        || async {
+            let list = pods.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+        },
+    )
+    .await;
+    let container = &pod
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0];
+    assert!(
+        container
+            .container_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("containerd://")),
+        "the operator runs in a container: {container:?}"
+    );
+
+    // The in-cluster operator (every namespace: the chart's default) reconciles
+    // an instance of the chart's example region onto the node.
+    let demo = "node-chart-demo";
+    plane.namespace(&client, demo).await;
+    let classes: Api<IngressClass> = Api::all(client.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "kura-shared"},
+                "spec": {"controller": "kura.dev/sim-ingress"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let data = plane.state.join("pv-chart");
+    std::fs::create_dir_all(&data).unwrap();
+    Api::<PersistentVolume>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "node-chart-acme"},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "hostPath": {"path": data.display().to_string()},
+                    "claimRef": {"namespace": demo, "name": "data-acme-0"},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let instances: Api<KuraInstance> = Api::namespaced(client.clone(), demo);
+    let mut acme = instance("acme", "kura.local/kura-standin:1");
+    acme["spec"]["region"] = json!("eu-west-1");
+    acme["spec"]["gateway"] = json!({"mode": "Shared"});
+    apply_json(&instances, "test", acme).await.unwrap();
+    wait_ready(&instances, "acme").await;
+    let demo_pods: Api<Pod> = Api::namespaced(client.clone(), demo);
+    pod_ready_on_node(&demo_pods, "acme-0").await;
+}
