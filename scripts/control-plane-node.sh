@@ -68,6 +68,14 @@ node_prepare() {
     done
     # The kubelet creates its pod cgroups in every hierarchy; remember which exist.
     find /sys/fs/cgroup -maxdepth 3 -type d -name 'kubepods*' > "$(node_dir)/cgroups-before" 2>/dev/null || true
+    # iptables-nft creates the nftables tables it is first asked about; the ones
+    # not there before are removed by `down` once empty.
+    if command -v nft >/dev/null; then
+      local t
+      for t in "ip filter" "ip nat" "ip mangle" "ip raw" "ip6 filter" "ip6 nat" "ip6 mangle" "ip6 raw"; do
+        nft list table $t >/dev/null 2>&1 || journal "nft-table $t"
+      done
+    fi
     journal "snapshot"
   fi
   node_network
@@ -371,6 +379,14 @@ node_down() {
     remove_kube_chains iptables
     command -v ip6tables >/dev/null && remove_kube_chains ip6tables
   fi
+  local family table
+  while read -r _ family table; do
+    # Only when empty: a rule in it is someone else's.
+    local cmd=iptables; [ "$family" = ip6 ] && cmd=ip6tables
+    if ! $cmd -t "$table" -S 2>/dev/null | grep -qE '^-(A|N) '; then
+      nft delete table "$family" "$table" 2>/dev/null || true
+    fi
+  done < <(grep '^nft-table ' "$j" 2>/dev/null || true)
   local k v
   while read -r _ k v; do
     [ "$(sysctl -n "$k" 2>/dev/null)" = "$v" ] || sysctl -q -w "$k=$v" >/dev/null 2>&1 || log "could not restore $k=$v"
