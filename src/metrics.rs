@@ -83,7 +83,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
-            "Instance reconciles by result: an outcome (applied, converged, waiting, conflict-hold, invalid, paused, apply-failed) or an error (transient, prune, status, unnamed)",
+            "Instance reconciles by result: an outcome (applied, converged, waiting, conflict-hold, name-conflict, host-conflict, invalid, paused, apply-failed, admitted, held) or an error (transient, prune, status, unnamed)",
             reconciles.clone(),
         );
         registry.register(

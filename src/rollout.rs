@@ -159,6 +159,20 @@ pub struct Fleet {
     pub failed: Vec<OrderKey>,
 }
 
+impl Fleet {
+    /// Count `key` as admitted, though the cache may not show it yet: in
+    /// flight, and no longer in line. Counted as both, it would take two slots
+    /// and hold back the next in line (seen on the real plane: the third of a
+    /// budget of three was kept waiting until the first two failed, and the
+    /// halt then held it for good).
+    pub fn count_admitted(&mut self, key: &OrderKey) {
+        if !self.in_flight.contains(key) {
+            self.in_flight.push(key.clone());
+        }
+        self.queue.retain(|k| k != key);
+    }
+}
+
 /// Whether an admitted record's deadline has passed at `now`.
 pub fn past_deadline(r: &RolloutStatus, deadline: Duration, now: Timestamp) -> bool {
     recorded_time(&r.since, now).is_some_and(|since| later(since, deadline) <= now)

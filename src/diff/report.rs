@@ -72,6 +72,11 @@ impl Report {
     /// whose restart the budget paces go `budget` at a time, in its order.
     pub fn with_budget(mut self, rollout: &RolloutConfig) -> Report {
         let s = &mut self.summary;
+        if crate::reconcile::budget::never_binds(&rollout.max_unavailable, s.instances) {
+            for i in &mut self.instances {
+                i.waits_for_budget = false;
+            }
+        }
         s.waiting_for_budget = self.instances.iter().filter(|i| i.waits_for_budget).count();
         s.budget = rollout.max_unavailable.resolve(s.instances);
         s.waves = s.waiting_for_budget.div_ceil(s.budget);

@@ -118,6 +118,9 @@ pub fn view(
     }
     let mut pending = admissions.pending.lock().unwrap_or_else(|e| e.into_inner());
     let all = instances();
+    if never_binds(&config.rollout.max_unavailable, all.len()) {
+        return BudgetView::default();
+    }
     let mut fleet = fleet(&all, config, now);
     // Pending admissions the cache does not count yet count here. Only a
     // waiting instance is admitted, so while the cache still shows it waiting
@@ -130,9 +133,7 @@ pub fn view(
                 .any(|i| i.metadata.uid.as_deref() == Some(uid.as_str()) && still_waiting(i))
     });
     for (key, _) in pending.values() {
-        if !fleet.in_flight.contains(key) {
-            fleet.in_flight.push(key.clone());
-        }
+        fleet.count_admitted(key);
     }
     let decision = admission(instance, observed, &fleet, config);
     if decision == (Admission::Admit { counted: true })
@@ -145,6 +146,14 @@ pub fn view(
         budgeted: true,
         admission: Some(decision),
     }
+}
+
+/// A budget of the whole fleet (`100%`, or a count of at least every
+/// instance in scope) can hold nobody back: the change is not budgeted at
+/// all, so it costs no records (no status writes to join the queue and to be
+/// admitted) and applies at once, as before the budget existed.
+pub fn never_binds(max_unavailable: &crate::rollout::MaxUnavailable, total: usize) -> bool {
+    max_unavailable.resolve(total) >= total
 }
 
 /// The cache still shows `instance` waiting in the queue: an admission this

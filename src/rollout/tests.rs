@@ -216,3 +216,27 @@ fn deadlines_read_from_status_are_never_trusted_into_the_future() {
     r.since = ago(601);
     assert!(past_deadline(&r, DEADLINE, now()));
 }
+
+#[test]
+fn admissions_the_cache_does_not_show_yet_take_one_slot_each_not_two() {
+    // The cache still shows a and b waiting; this process admitted them.
+    let members = ["a", "b", "c", "d"].map(|n| member(n, true, waiting(FLEET)));
+    let mut f = fleet(members, FLEET, DEADLINE, now());
+    let c = member("c", true, waiting(FLEET));
+    let before = admit(&c, &f, &count(3));
+    assert_eq!(before, Admission::Admit { counted: true });
+    f.count_admitted(&key("a"));
+    f.count_admitted(&key("b"));
+    f.count_admitted(&key("b"));
+    assert_eq!(f.in_flight, [key("a"), key("b")]);
+    assert_eq!(
+        admit(&c, &f, &count(3)),
+        Admission::Admit { counted: true },
+        "a and b hold two slots of three; c is first in line"
+    );
+    let d = member("d", true, waiting(FLEET));
+    assert!(matches!(
+        admit(&d, &f, &count(3)),
+        Admission::Wait { ahead: 1, .. }
+    ));
+}
