@@ -4,6 +4,7 @@
 #   scripts/control-plane.sh build    build (or reuse) etcd, kube-apiserver,
 #                                     kube-controller-manager, kubectl, helm, kura-sim
 #   scripts/control-plane.sh up       build if needed, start everything, wait for /readyz
+#   scripts/control-plane.sh up --node   the same plus a real node (or KURA_NODE=1): see below
 #   scripts/control-plane.sh down     stop only the processes this script started
 #   scripts/control-plane.sh status   what runs, with pids
 #   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)"):
@@ -13,6 +14,25 @@
 # Everything listens on 127.0.0.1 only. Pods cannot run here (no kubelet, no
 # container runtime): kura-sim plays the kubelet and an ingress controller, and
 # says so (see hack/control-plane/k8s/sim).
+#
+# A node plane (`up --node`, or KURA_NODE=1; root only; one per machine, since
+# the kubelet hard-codes host paths) adds a real node, built like the rest:
+# kube-scheduler, kubelet and kube-proxy (hack/control-plane/node), containerd 2
+# (hack/control-plane/containerd), the CNI plugins (hack/control-plane/cni), runc
+# and iptables from Debian, and the images of scripts/images.sh (a pause image,
+# the Kura stand-in). Pods then really run; kura-sim leaves pods on the node alone
+# and still plays the ingress controller. The apiserver then listens on the pod
+# bridge's address (pods reach it through the `kubernetes` Service), not on
+# 127.0.0.1. Pod traffic stays on this machine: the bridge has no uplink and a
+# guard rule drops anything forwarded from it to another interface. Every host
+# change is written to $state/node/journal first, and `down` undoes exactly what
+# it lists (bridge, route, iptables rules and chains, sysctls, mounts, cgroups,
+# the host directories the kubelet and containerd hard-code). The plane remembers
+# that it has a node: `down` and `status` need no flag.
+#   KURA_NODE_BRIDGE (kura0), KURA_NODE_POD_CIDR (10.217.0.0/24, the bridge takes
+#   its .1), KURA_NODE_SERVICE_CIDR (10.218.0.0/16, the `kubernetes` Service its .1),
+#   KURA_NODE_PORT_BASE (32200: kubelet +50, its healthz +48, kube-proxy healthz +56
+#   and metrics +49, kube-scheduler +59), KURA_NODE_NAME (kura-node).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +44,20 @@ etcd_port="${KURA_ETCD_PORT:-23790}"
 etcd_peer_port="${KURA_ETCD_PEER_PORT:-23800}"
 api_port="${KURA_API_PORT:-16443}"
 kcm_port="${KURA_KCM_PORT:-20257}"
+
+# The node plane's settings (unused without a node).
+node_bridge="${KURA_NODE_BRIDGE:-kura0}"
+node_pod_cidr="${KURA_NODE_POD_CIDR:-10.217.0.0/24}"
+node_service_cidr="${KURA_NODE_SERVICE_CIDR:-10.218.0.0/16}"
+node_port_base="${KURA_NODE_PORT_BASE:-32200}"
+node_name="${KURA_NODE_NAME:-kura-node}"
+# The first address of a range (x.y.z.0/n -> x.y.z.1): the bridge's, the Service's.
+first_ip() { local net=${1%/*}; echo "${net%.*}.$(( ${net##*.} + 1 ))"; }
+node_ip=$(first_ip "$node_pod_cidr")
+node_service_ip=$(first_ip "$node_service_cidr")
+node_wanted() { [ "${KURA_NODE:-}" = 1 ] || [ -f "$state/node/enabled" ]; }
+# Where clients reach the apiserver: loopback, or the bridge on a node plane.
+api_host() { if node_wanted; then echo "$node_ip"; else echo 127.0.0.1; fi; }
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -67,7 +101,51 @@ cmd_build() {
   for b in "$(bindir etcd)/etcd" "$(bindir k8s)"/{kube-apiserver,kube-controller-manager,kubectl,sim} "$(bindir helm)/helm"; do
     ln -sfn "$b" "$cache/bin/current/$(basename "$b" | sed 's/^sim$/kura-sim/')"
   done
+  if node_wanted; then build_node; fi
   log "binaries ready in $cache/bin/current ($((SECONDS - start))s)"
+}
+
+# The node's modules are keyed like the others plus this function's own text; a
+# separate builder, so that build_module (part of every key) stays unchanged and
+# a plane without a node never rebuilds for the node's sake.
+node_bindir() {
+  echo "$cache/bin/$1-$( { module_key "$modules/$1"; sed -n '/^build_node_module()/,/^}/p' "$0"; } | sha256sum | cut -c1-16)"
+}
+
+build_node_module() {
+  local name=$1 ldflags=$2; shift 2
+  local out; out=$(node_bindir "$name")
+  if [ -f "$out/.complete" ]; then return 0; fi
+  log "building $name into $out (cold builds take minutes)"
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  (cd "$modules/$name" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp/" "$@")
+  touch "$out.tmp/.complete"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+build_node() {
+  local minor=${k8s_version#v1.}; minor=${minor%%.*}
+  local v k8s_ldflags=""
+  for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $v.gitVersion=$k8s_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+  done
+  build_node_module node "$k8s_ldflags" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
+    k8s.io/kubernetes/cmd/kube-scheduler
+  build_node_module containerd "-X github.com/containerd/containerd/v2/version.Version=v2.4.2" \
+    github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+    github.com/containerd/containerd/v2/cmd/ctr
+  build_node_module cni "" github.com/containernetworking/plugins/plugins/main/bridge \
+    github.com/containernetworking/plugins/plugins/ipam/host-local \
+    github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/meta/portmap
+  build_node_module standin "" ./kura-standin ./pause ./ocitar
+  mkdir -p "$cache/bin/current"
+  local b
+  for b in "$(node_bindir node)"/{kubelet,kube-proxy,kube-scheduler} \
+    "$(node_bindir containerd)"/{containerd,containerd-shim-runc-v2,ctr} "$(node_bindir standin)"/{kura-standin,pause,ocitar}; do
+    ln -sfn "$b" "$cache/bin/current/$(basename "$b")"
+  done
+  # A directory, not single files: containerd looks for every plugin in it.
+  ln -sfn "$(node_bindir cni)" "$cache/bin/current/cni"
 }
 
 bin() { echo "$cache/bin/current/$1"; }
@@ -117,7 +195,7 @@ kind: Config
 clusters:
 - name: kura-local
   cluster:
-    server: https://127.0.0.1:$api_port
+    server: https://$(api_host):$api_port
     certificate-authority: $state/pki/ca.crt
 users:
 - name: $user
@@ -181,6 +259,7 @@ cmd_up() {
   mkdir -p "$state"
   pki
   audit_policy
+  if node_wanted; then node_prepare; fi
   require_free_port etcd "$etcd_port"
   start etcd "$(bin etcd)" --name kura-local --data-dir "$state/etcd" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -189,10 +268,20 @@ cmd_up() {
     --initial-cluster "kura-local=http://127.0.0.1:$etcd_peer_port" --log-level warn
   wait_for etcd "health" 60 curl -fsS "http://127.0.0.1:$etcd_port/health"
 
+  # Without a node nothing outside this machine's loopback needs the apiserver.
+  # With one, pods reach it through the `kubernetes` Service: it listens on the
+  # bridge, the lease reconciler publishes that address as the Service's endpoint,
+  # and it can reach the kubelet (logs, exec) with a client certificate.
+  local net_args=(--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none
+    --service-cluster-ip-range 10.96.0.0/16)
+  if node_wanted; then
+    net_args=(--bind-address "$node_ip" --advertise-address "$node_ip" --endpoint-reconciler-type lease
+      --service-cluster-ip-range "$node_service_cidr" --kubelet-preferred-address-types InternalIP
+      --kubelet-client-certificate "$state/pki/apiserver-kubelet.crt" --kubelet-client-key "$state/pki/apiserver-kubelet.key")
+  fi
   start kube-apiserver "$(bin kube-apiserver)" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
-    --endpoint-reconciler-type none \
+    --secure-port "$api_port" "${net_args[@]}" \
     --tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
     --client-ca-file "$state/pki/ca.crt" \
     --token-auth-file "$state/pki/tokens.csv" \
@@ -201,7 +290,6 @@ cmd_up() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$state/pki/sa.pub" \
     --service-account-signing-key-file "$state/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 \
     --allow-privileged=true --profiling=false \
     --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/audit.log" \
     --audit-log-maxsize 200 --audit-log-maxbackup 2 --audit-log-format json \
@@ -211,13 +299,17 @@ cmd_up() {
   wait_for kube-apiserver "/readyz" 120 "$(bin kubectl)" --kubeconfig "$state/kubeconfig" get --raw /readyz
 
   require_free_port kube-controller-manager "$kcm_port"
+  # The node admission taints a registering node not-ready; only the node
+  # lifecycle controller lifts it, so a node plane runs it.
+  local controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller'
+  if node_wanted; then controllers=${controllers/,-nodelifecycle/}; fi
   start kube-controller-manager "$(bin kube-controller-manager)" \
     --kubeconfig "$state/kcm.kubeconfig" \
     --authentication-kubeconfig "$state/kcm.kubeconfig" --authorization-kubeconfig "$state/kcm.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
     --use-service-account-credentials=true \
     --service-account-private-key-file "$state/pki/sa.key" --root-ca-file "$state/pki/ca.crt" \
-    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller' \
+    --controllers "$controllers" \
     --concurrent-deployment-syncs 10 --concurrent-statefulset-syncs 10 --concurrent-replicaset-syncs 10 \
     --concurrent-gc-syncs 20 --kube-api-qps 200 --kube-api-burst 400
   wait_for kube-controller-manager "/healthz" 60 curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
@@ -227,28 +319,45 @@ cmd_up() {
   wait_for kube-controller-manager "default ServiceAccount" 60 \
     "$(bin kubectl)" --kubeconfig "$state/kubeconfig" -n default get serviceaccount default
   check_alive kura-sim
-  log "up: KUBECONFIG=$state/kubeconfig (apiserver https://127.0.0.1:$api_port)"
+  if node_wanted; then node_up; fi
+  log "up: KUBECONFIG=$state/kubeconfig (apiserver https://$(api_host):$api_port)"
+}
+
+stop_component() {
+  local name=$1
+  if pid_alive "$name"; then
+    local pid; pid=$(cat "$state/$name.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "stopped $name (pid $pid)"
+  fi
+  rm -f "$state/$name.pid"
 }
 
 cmd_down() {
   local name
+  # The node first: its teardown still talks to containerd, and its pods to the apiserver.
+  if [ -d "$state/node" ]; then node_down; fi
   for name in kura-sim kube-controller-manager kube-apiserver etcd; do
-    if pid_alive "$name"; then
-      local pid; pid=$(cat "$state/$name.pid")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -9 "$pid" 2>/dev/null || true
-      log "stopped $name (pid $pid)"
-    fi
-    rm -f "$state/$name.pid"
+    stop_component "$name"
   done
 }
 
 cmd_status() {
-  local name rc=0
-  for name in etcd kube-apiserver kube-controller-manager kura-sim; do
+  local name rc=0 names=(etcd kube-apiserver kube-controller-manager kura-sim)
+  if [ -f "$state/node/enabled" ]; then names+=("${node_components[@]}"); fi
+  for name in "${names[@]}"; do
     if pid_alive "$name"; then echo "$name running (pid $(cat "$state/$name.pid"))"; else echo "$name stopped"; rc=1; fi
   done
+  if [ -f "$state/node/enabled" ]; then
+    if ip link show "$node_bridge" >/dev/null 2>&1; then
+      echo "node $node_name: bridge $node_bridge $node_ip, pods $node_pod_cidr, services $node_service_cidr"
+      "$(bin kubectl)" --kubeconfig "$state/kubeconfig" get node "$node_name" --no-headers 2>/dev/null || true
+    else
+      echo "node $node_name: bridge $node_bridge absent"; rc=1
+    fi
+  fi
   return $rc
 }
 
@@ -259,11 +368,21 @@ cmd_env() {
   echo "export PATH=$cache/bin/current:$target/debug:\$PATH"
 }
 
-case "${1:-}" in
+source "$repo/scripts/control-plane-node.sh"
+
+verb=${1:-}
+shift || true
+for arg in "$@"; do
+  case "$arg" in
+    --node) export KURA_NODE=1 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+case "$verb" in
   build) cmd_build ;;
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 build|up|down|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 build|up|down|status|env [--node]" >&2; exit 2 ;;
 esac

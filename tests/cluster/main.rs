@@ -30,6 +30,7 @@ mod idle;
 mod image_drift;
 mod minimal_apply;
 mod names;
+mod node;
 mod operator;
 mod ops;
 mod orphans;

@@ -4,14 +4,19 @@
 //   - a simulated kubelet: every Pod is marked Running and Ready through the
 //     pods/status subresource, so the real StatefulSet/Deployment controllers in
 //     kube-controller-manager compute availability exactly as they would in a
-//     cluster. Namespaces labelled sim.kura.dev/kubelet=off are left alone, so a
+//     cluster. Pods of a real node are left alone (scripts/control-plane.sh up
+//     --node runs a kubelet): a pod bound to a registered Node belongs to that
+//     node's kubelet, and while any Node is registered an unbound pod waits for
+//     the real scheduler. Only pods bound to a node name no Node has are then
+//     still simulated. Namespaces labelled sim.kura.dev/kubelet=off are left alone, so a
 //     test can keep a workload unavailable. A namespace can also ask for a slow
 //     start (annotation sim.kura.dev/ready-delay, a Go duration such as "2s",
 //     counted from the pod's creation) and for a broken release (annotation
 //     sim.kura.dev/never-ready: pods whose spec, as JSON, contains this text
 //     never become Ready: an image tag, a resource amount), so rollouts take
 //     time and fail on purpose.
-//   - a simulated ingress controller: it serves every IngressClass whose
+//   - a simulated ingress controller (also on a plane with a real node, which
+//     runs no ingress controller): it serves every IngressClass whose
 //     spec.controller equals --ingress-controller, and gives each Ingress of such a
 //     class a loopback address in status.loadBalancer. Ingresses of any other class
 //     get no address, as they would in a cluster where that controller is absent.
@@ -29,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -67,6 +73,7 @@ func main() {
 		controller: *ingressController,
 		pods:       factory.Core().V1().Pods().Lister(),
 		namespaces: factory.Core().V1().Namespaces().Lister(),
+		nodes:      factory.Core().V1().Nodes().Lister(),
 		ingresses:  factory.Networking().V1().Ingresses().Lister(),
 		classes:    factory.Networking().V1().IngressClasses().Lister(),
 		podQueue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
@@ -86,13 +93,23 @@ func main() {
 	factory.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, _ interface{}) { sim.requeueAll() },
 	})
+	// A node registering or leaving changes whose pods are simulated.
+	factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if n, ok := obj.(*corev1.Node); ok {
+				klog.Infof("kura-sim: real node %s registered: its pods, and pods waiting for the scheduler, are left to it", n.Name)
+			}
+			sim.requeueAll()
+		},
+		DeleteFunc: func(interface{}) { sim.requeueAll() },
+	})
 	factory.Networking().V1().IngressClasses().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(interface{}) { sim.requeueAll() },
 		UpdateFunc: func(_, _ interface{}) { sim.requeueAll() },
 	})
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	klog.Infof("kura-sim: simulating kubelet and ingress controller %q", sim.controller)
+	klog.Infof("kura-sim: simulating kubelet (for pods of no real node) and ingress controller %q", sim.controller)
 
 	go sim.run(ctx, sim.podQueue, sim.syncPod)
 	go sim.run(ctx, sim.ingQueue, sim.syncIngress)

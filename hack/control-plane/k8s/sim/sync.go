@@ -24,6 +24,7 @@ type simulator struct {
 	controller string
 	pods       corelisters.PodLister
 	namespaces corelisters.NamespaceLister
+	nodes      corelisters.NodeLister
 	ingresses  netlisters.IngressLister
 	classes    netlisters.IngressClassLister
 	podQueue   workqueue.TypedRateLimitingInterface[string]
@@ -59,6 +60,18 @@ func (s *simulator) requeueAll() {
 	}
 }
 
+// onRealNode: the pod is a real kubelet's (bound to a registered Node), or will
+// be once the scheduler binds it (unbound while any Node is registered). Marking
+// it Ready would lie about a real container and race its kubelet.
+func (s *simulator) onRealNode(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName == "" {
+		nodes, err := s.nodes.List(labels.Everything())
+		return err != nil || len(nodes) > 0
+	}
+	_, err := s.nodes.Get(pod.Spec.NodeName)
+	return err == nil
+}
+
 func (s *simulator) kubeletOff(namespace string) bool {
 	ns, err := s.namespaces.Get(namespace)
 	return err != nil || ns.Labels[kubeletOffLabel] == "off"
@@ -78,13 +91,13 @@ func (s *simulator) readiness(namespace string) (delay time.Duration, neverReady
 	return delay, ns.Annotations[neverReadyAnnotation]
 }
 
-// syncPod plays the kubelet: a pod that is not being deleted is reported Running
+// syncPod plays the kubelet: a pod of no real node that is not being deleted is reported Running
 // and Ready, once (after the namespace's ready delay; never for an image the
 // namespace marks as never ready).
 func (s *simulator) syncPod(ctx context.Context, key string) error {
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := s.pods.Pods(namespace).Get(name)
-	if err != nil || pod.DeletionTimestamp != nil || s.kubeletOff(namespace) || podReady(pod) {
+	if err != nil || pod.DeletionTimestamp != nil || s.kubeletOff(namespace) || s.onRealNode(pod) || podReady(pod) {
 		return err
 	}
 	delay, neverReady := s.readiness(namespace)

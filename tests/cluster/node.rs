@@ -1,0 +1,552 @@
+//! A real node (`scripts/control-plane.sh up --node`): kubelet, containerd,
+//! runc, CNI, kube-proxy and kube-scheduler on a plane of the test's own. Pods
+//! really run, and their readiness comes from real probes, not from kura-sim.
+//!
+//! Root only (network, mounts, cgroups); on another host the tests say so and
+//! return. One node per machine (the kubelet hard-codes host paths): the tests
+//! take turns through [`NODE_LOCK`], and use their own bridge and ranges so a
+//! developer's node plane (kura0) is not touched.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod};
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use kura_operator::api::KuraInstance;
+use serde_json::json;
+
+use crate::operator::{Operator, Options, config, instance, wait_ready};
+use crate::support::{apply_json, kubectl, private_ports, repo, wait_for};
+
+// A tokio mutex: the turn is held across awaits (and is not poisoned by a failed test).
+static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const BRIDGE: &str = "kuratest0";
+const NODE: &str = "kura-test-node";
+
+/// A node plane of the test's own; dropping it runs `down` and removes its state.
+struct NodePlane {
+    state: PathBuf,
+    env: Vec<(&'static str, String)>,
+}
+
+impl NodePlane {
+    fn new() -> NodePlane {
+        let state = std::env::temp_dir().join(format!("kura-plane-node-{}", std::process::id()));
+        let mut env = vec![
+            ("KURA_CP_STATE", state.display().to_string()),
+            ("KURA_NODE_BRIDGE", BRIDGE.to_string()),
+            ("KURA_NODE_POD_CIDR", "10.219.0.0/24".to_string()),
+            ("KURA_NODE_SERVICE_CIDR", "10.220.0.0/16".to_string()),
+            ("KURA_NODE_PORT_BASE", "33200".to_string()),
+            ("KURA_NODE_NAME", NODE.to_string()),
+        ];
+        env.extend(private_ports(7));
+        NodePlane { state, env }
+    }
+
+    fn script(&self, args: &[&str]) -> std::process::Output {
+        Command::new(repo().join("scripts/control-plane.sh"))
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .expect("control-plane.sh")
+    }
+
+    /// Started with its node Ready and the CRDs served.
+    fn up() -> NodePlane {
+        let plane = NodePlane::new();
+        let out = plane.script(&["up", "--node"]);
+        assert!(
+            out.status.success(),
+            "control-plane.sh up --node: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let crds = repo().join("crds").display().to_string();
+        plane.kubectl(&["apply", "--server-side", "-f", &crds]);
+        plane.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/kurainstances.kura.dev",
+            "crd/kuragateways.kura.dev",
+            "--timeout=60s",
+        ]);
+        plane
+    }
+
+    fn down(&self) {
+        let out = self.script(&["down"]);
+        assert!(
+            out.status.success(),
+            "control-plane.sh down: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.state.join("kubeconfig")
+    }
+
+    fn kubectl(&self, args: &[&str]) {
+        let out = Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .output()
+            .expect("kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    async fn client(&self) -> Client {
+        let kc = Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    async fn namespace(&self, client: &Client, name: &str) {
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+impl Drop for NodePlane {
+    fn drop(&mut self) {
+        let _ = self.script(&["down"]);
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// Whether this host can run a node; if not, why (the test then says so and returns).
+fn node_unsupported() -> Option<String> {
+    // One node per machine: where another checkout runs these tests at the same
+    // time, one of them sets KURA_TEST_NODE=0.
+    if std::env::var("KURA_TEST_NODE").as_deref() == Ok("0") {
+        return Some("KURA_TEST_NODE=0".into());
+    }
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("a node needs root (network, mounts, cgroups)".into());
+    }
+    if !std::path::Path::new("/proc/sys/net/bridge").exists() {
+        return Some("no bridge netfilter (br_netfilter) on this kernel".into());
+    }
+    None
+}
+
+macro_rules! require_node_host {
+    () => {
+        if let Some(why) = node_unsupported() {
+            eprintln!("SKIPPED: this host cannot run a node: {why}");
+            return;
+        }
+    };
+}
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// What a node changes on the host, in a comparable form.
+fn host_snapshot() -> BTreeMap<&'static str, String> {
+    let mut s = BTreeMap::new();
+    let links: Vec<String> = run("ip", &["-o", "link", "show"])
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .collect();
+    s.insert("links", links.join("\n"));
+    s.insert(
+        "routes",
+        run("ip", &["-4", "route", "show", "table", "all"]),
+    );
+    // Rules and chains, without packet counters.
+    let tables = |cmd: &str| {
+        run(cmd, &[])
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split(" [").next().unwrap_or(l).to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    s.insert("iptables", tables("iptables-save"));
+    s.insert("ip6tables", tables("ip6tables-save"));
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut points: Vec<&str> = mounts.lines().filter_map(|l| l.split(' ').nth(4)).collect();
+    points.sort();
+    s.insert("mounts", points.join("\n"));
+    let dirs = [
+        "/var/lib/kubelet",
+        "/var/log/containers",
+        "/var/log/pods",
+        "/usr/libexec/kubernetes",
+        "/var/lib/cni",
+        "/run/containerd",
+        "/opt/containerd",
+        "/etc/cni",
+        "/opt/cni",
+    ];
+    let present: Vec<&str> = dirs
+        .iter()
+        .copied()
+        .filter(|d| std::path::Path::new(d).exists())
+        .collect();
+    s.insert("directories", present.join("\n"));
+    s.insert(
+        "cgroups",
+        run(
+            "find",
+            &["/sys/fs/cgroup", "-maxdepth", "3", "-name", "kubepods*"],
+        ),
+    );
+    s.insert(
+        "sysctls",
+        run(
+            "sysctl",
+            &[
+                "net.ipv4.ip_forward",
+                "net.bridge.bridge-nf-call-iptables",
+                "vm.overcommit_memory",
+                "vm.panic_on_oom",
+                "kernel.panic",
+                "kernel.panic_on_oops",
+            ],
+        ),
+    );
+    s
+}
+
+async fn pod_ready_on_node(pods: &Api<Pod>, name: &str) -> Pod {
+    wait_for(
+        &format!("pod {name} Ready on {NODE}"),
+        Duration::from_secs(120),
+        || async {
+            let pod = pods.get_opt(name).await.ok()??;
+            let status = pod.status.as_ref()?;
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            ready.then_some(pod)
+        },
+    )
+    .await
+}
+
+/// The instance's StatefulSet pod, running the stand-in image (scripts/images.sh),
+/// is scheduled onto the node, started by containerd, and becomes Ready through
+/// its real readiness probe (GET /up on the container port `http`), which the
+/// stand-in answers from the kura.json and env the renderer gives it; the
+/// instance then becomes Ready. Without the node nothing would schedule or start
+/// the pod (it would stay Pending, or, with kura-sim, be marked Ready by a
+/// simulation with no container behind it: no containerd container ID, the
+/// condition's reason "Simulated"), so every assertion below would fail.
+#[tokio::test]
+async fn instance_pod_runs_and_becomes_ready_through_its_real_probe() {
+    require_node_host!();
+    let _turn = NODE_LOCK.lock().await;
+    let plane = NodePlane::up();
+    let client = plane.client().await;
+    let ns = "node-real";
+    plane.namespace(&client, ns).await;
+
+    // The region's shared class; kura-sim still plays the ingress controller.
+    let classes: Api<IngressClass> = Api::all(client.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("shared-{ns}")},
+                "spec": {"controller": "kura.dev/sim-ingress"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // No provisioner on this node: a volume bound in advance to the claim the
+    // StatefulSet will create, on a directory the plane's `down` removes.
+    let data = plane.state.join("pv-acme");
+    std::fs::create_dir_all(&data).unwrap();
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    pvs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "node-real-acme"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": data.display().to_string()},
+                "claimRef": {"namespace": ns, "name": "data-acme-0"},
+            },
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    let options = Options {
+        kubeconfig: Some(plane.kubeconfig()),
+        ..Options::default()
+    };
+    // "cloud": bridged pods (a host-network region would put :8080 on the host).
+    let _op = Operator::start_with(ns, &config(ns, "cloud", "example.com/none"), &[], options);
+    let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
+    // Shared: the region's ingress class (kura-sim's) only. Auto would add a
+    // dedicated gateway Deployment whose image no registry here can serve.
+    let mut acme = instance("acme", "kura.local/kura-standin:1");
+    acme["spec"]["gateway"] = json!({"mode": "Shared"});
+    apply_json(&instances, "test", acme).await.unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = pod_ready_on_node(&pods, "acme-0").await;
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.node_name.as_deref(),
+        Some(NODE),
+        "scheduled onto the node"
+    );
+    let status = pod.status.as_ref().unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_ne!(
+        ready.reason.as_deref(),
+        Some("Simulated"),
+        "kura-sim must leave the node's pods alone"
+    );
+    let container = &status.container_statuses.as_ref().unwrap()[0];
+    assert!(
+        container
+            .container_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("containerd://")),
+        "a container containerd started: {container:?}"
+    );
+    assert!(container.ready && container.state.as_ref().unwrap().running.is_some());
+    assert!(
+        status
+            .pod_ip
+            .as_deref()
+            .is_some_and(|ip| ip.starts_with("10.219.0.")),
+        "an address on the pod bridge: {:?}",
+        status.pod_ip
+    );
+    wait_ready(&instances, "acme").await;
+
+    let _ = classes
+        .delete(&format!("shared-{ns}"), &Default::default())
+        .await;
+}
+
+/// `down` undoes everything a node did to the host, after a pod ran (so there
+/// were veths, a network namespace mount, container mounts, pod cgroups and
+/// kube-proxy's chains): no leftover bridge, route, iptables rule or chain,
+/// mount, cgroup, hard-coded directory or changed sysctl. Without the journal
+/// and its undo in `down`, the bridge, its route, the guard rule, the KUBE-*
+/// chains and the kubepods cgroups would all remain and the snapshots differ.
+#[tokio::test]
+async fn down_leaves_the_host_as_it_was() {
+    require_node_host!();
+    let _turn = NODE_LOCK.lock().await;
+    let before = host_snapshot();
+    {
+        let plane = NodePlane::up();
+        let client = plane.client().await;
+        plane.namespace(&client, "node-clean").await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "node-clean");
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "standin"},
+                "spec": {"containers": [{
+                    "name": "standin", "image": "kura.local/kura-standin:1",
+                    "imagePullPolicy": "Never",
+                    "env": [{"name": "KURA_CONFIG", "value": "/missing"}],
+                    // Ready means the container runs and serves: here it answers 503
+                    // (no configuration), so readiness is on the TCP port.
+                    "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+                }]},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+        pod_ready_on_node(&pods, "standin").await;
+        let during = host_snapshot();
+        assert_ne!(
+            before["links"], during["links"],
+            "the node made its bridge (else this test proves nothing)"
+        );
+        plane.down();
+    }
+    let after = host_snapshot();
+    for (what, was) in &before {
+        assert_eq!(was, &after[what], "{what} after down differ from before up");
+    }
+    assert!(
+        !run("ip", &["-o", "link", "show"]).contains(BRIDGE),
+        "bridge {BRIDGE} left behind"
+    );
+}
+
+/// The operator as users run it: its image (scripts/images.sh, from the release
+/// binary), installed with the chart into a namespace enforcing the `restricted`
+/// Pod Security profile, runs on the node, connects in-cluster through the
+/// `kubernetes` Service (the apiserver's certificate names the Service IP),
+/// becomes Ready through its real /readyz probe, and makes an instance's pod
+/// Ready. Without the node the Deployment's pod never starts (no scheduler, no
+/// kubelet): the rollout never completes; without the Service IP in the
+/// certificate or the lease endpoint reconciler, the operator could not reach
+/// the apiserver and would never be Ready.
+#[tokio::test]
+async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
+    require_node_host!();
+    let binary = repo().join("target/release/kura-operator");
+    if !binary.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing: run scripts/release-build.sh first",
+            binary.display()
+        );
+        return;
+    }
+    let _turn = NODE_LOCK.lock().await;
+    let plane = NodePlane::up();
+    let out = Command::new(repo().join("scripts/images.sh"))
+        .args(["operator", "--import"])
+        .envs(plane.env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("scripts/images.sh");
+    assert!(
+        out.status.success(),
+        "scripts/images.sh operator --import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client = plane.client().await;
+    let ns = "kura-system";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns, "labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            }}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let helm = Command::new(crate::support::tool("helm"))
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(["install", "kura"])
+        .arg(repo().join("charts/kura-operator"))
+        .args(["-n", ns, "--wait", "--timeout", "120s"])
+        .args(["--set", "image.repository=kura.local/kura-operator"])
+        .args(["--set", &format!("image.tag={version}")])
+        .args(["--set", "image.pullPolicy=Never"])
+        .output()
+        .expect("helm");
+    assert!(
+        helm.status.success(),
+        "helm install: {}",
+        String::from_utf8_lossy(&helm.stderr)
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = wait_for(
+        "the operator pod Ready",
+        Duration::from_secs(120),
+        || async {
+            let list = pods.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+        },
+    )
+    .await;
+    let container = &pod
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0];
+    assert!(
+        container
+            .container_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("containerd://")),
+        "the operator runs in a container: {container:?}"
+    );
+
+    // The in-cluster operator (every namespace: the chart's default) reconciles
+    // an instance of the chart's example region onto the node.
+    let demo = "node-chart-demo";
+    plane.namespace(&client, demo).await;
+    let classes: Api<IngressClass> = Api::all(client.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "kura-shared"},
+                "spec": {"controller": "kura.dev/sim-ingress"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let data = plane.state.join("pv-chart");
+    std::fs::create_dir_all(&data).unwrap();
+    Api::<PersistentVolume>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "node-chart-acme"},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "hostPath": {"path": data.display().to_string()},
+                    "claimRef": {"namespace": demo, "name": "data-acme-0"},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let instances: Api<KuraInstance> = Api::namespaced(client.clone(), demo);
+    let mut acme = instance("acme", "kura.local/kura-standin:1");
+    acme["spec"]["region"] = json!("eu-west-1");
+    acme["spec"]["gateway"] = json!({"mode": "Shared"});
+    apply_json(&instances, "test", acme).await.unwrap();
+    wait_ready(&instances, "acme").await;
+    let demo_pods: Api<Pod> = Api::namespaced(client.clone(), demo);
+    pod_ready_on_node(&demo_pods, "acme-0").await;
+}
