@@ -133,6 +133,7 @@ async fn a_paused_instance_keeps_its_gateway_across_a_region_change() {
         (instances.get("p").await.ok()?.status?.phase == Some(Phase::Paused)).then_some(())
     })
     .await;
+    let q_before = wait_ready(&instances, "q").await.applied_revision;
     // The region moves to host networking: every instance to the shared class.
     op.set_config(&config(&ns.name, "host", SIM));
     let shared_name = format!("shared-{}", ns.name);
@@ -145,7 +146,16 @@ async fn a_paused_instance_keeps_its_gateway_across_a_region_change() {
         }
     };
     wait_for("q to move to the shared class", T, || on_shared("q")).await;
-    let q = wait_ready(&instances, "q").await;
+    // Ready on the new revision: the Ingress is written before the status of
+    // the same apply, so a status read now may still be the old one.
+    let q = wait_for("q Ready on the new revision", T, || async {
+        let s = instances.get("q").await.ok()?.status?;
+        (s.phase == Some(Phase::Ready)
+            && s.applied_revision == s.desired_revision
+            && s.applied_revision != q_before)
+            .then_some(s)
+    })
+    .await;
     assert!(
         !q.inventory.iter().any(|e| e.kind == "KuraGateway"),
         "q no longer uses the gateway"
