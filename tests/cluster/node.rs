@@ -8,20 +8,18 @@
 //! developer's node plane (kura0) is not touched.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod};
 use k8s_openapi::api::networking::v1::IngressClass;
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use kura_operator::api::KuraInstance;
 use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, wait_ready};
-use crate::support::{apply_json, kubectl, private_ports, repo, wait_for};
+use crate::support::{PrivatePlane, apply_json, repo, wait_for};
 
 // A tokio mutex: the turn is held across awaits (and is not poisoned by a failed test).
 static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -29,89 +27,38 @@ static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const BRIDGE: &str = "kuratest0";
 const NODE: &str = "kura-test-node";
 
-/// A node plane of the test's own; dropping it runs `down` and removes its state.
-struct NodePlane {
-    state: PathBuf,
-    env: Vec<(&'static str, String)>,
+/// A node plane of the test's own (a private plane with a node, on a bridge
+/// and ranges of its own); dropping it runs `down` and removes its state.
+struct NodePlane(PrivatePlane);
+
+impl std::ops::Deref for NodePlane {
+    type Target = PrivatePlane;
+    fn deref(&self) -> &PrivatePlane {
+        &self.0
+    }
 }
 
 impl NodePlane {
-    fn new() -> NodePlane {
-        let state = std::env::temp_dir().join(format!("kura-plane-node-{}", std::process::id()));
-        let mut env = vec![
-            ("KURA_CP_STATE", state.display().to_string()),
-            ("KURA_NODE_BRIDGE", BRIDGE.to_string()),
-            ("KURA_NODE_POD_CIDR", "10.219.0.0/24".to_string()),
-            ("KURA_NODE_SERVICE_CIDR", "10.220.0.0/16".to_string()),
-            ("KURA_NODE_PORT_BASE", "33200".to_string()),
-            ("KURA_NODE_NAME", NODE.to_string()),
-        ];
-        env.extend(private_ports(7));
-        NodePlane { state, env }
-    }
-
-    fn script(&self, args: &[&str]) -> std::process::Output {
-        Command::new(repo().join("scripts/control-plane.sh"))
-            .args(args)
-            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
-            .output()
-            .expect("control-plane.sh")
-    }
-
     /// Started with its node Ready and the CRDs served.
     fn up() -> NodePlane {
-        let plane = NodePlane::new();
-        let out = plane.script(&["up", "--node"]);
-        assert!(
-            out.status.success(),
-            "control-plane.sh up --node: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let plane = PrivatePlane::with_env(
+            "node",
+            7,
+            vec![
+                ("KURA_NODE_BRIDGE", BRIDGE.to_string()),
+                ("KURA_NODE_POD_CIDR", "10.219.0.0/24".to_string()),
+                ("KURA_NODE_SERVICE_CIDR", "10.220.0.0/16".to_string()),
+                ("KURA_NODE_PORT_BASE", "33200".to_string()),
+                ("KURA_NODE_NAME", NODE.to_string()),
+            ],
         );
-        let crds = repo().join("crds").display().to_string();
-        plane.kubectl(&["apply", "--server-side", "-f", &crds]);
-        plane.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/kurainstances.kura.dev",
-            "crd/kuragateways.kura.dev",
-            "--timeout=60s",
-        ]);
-        plane
+        plane.script(&["up", "--node"]);
+        plane.install_crds();
+        NodePlane(plane)
     }
 
     fn down(&self) {
-        let out = self.script(&["down"]);
-        assert!(
-            out.status.success(),
-            "control-plane.sh down: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.state.join("kubeconfig")
-    }
-
-    fn kubectl(&self, args: &[&str]) {
-        let out = Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .output()
-            .expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    async fn client(&self) -> Client {
-        let kc = Kubeconfig::read_from(self.kubeconfig()).unwrap();
-        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .unwrap();
-        Client::try_from(config).unwrap()
+        self.script(&["down"]);
     }
 
     async fn namespace(&self, client: &Client, name: &str) {
@@ -122,13 +69,6 @@ impl NodePlane {
             )
             .await
             .unwrap();
-    }
-}
-
-impl Drop for NodePlane {
-    fn drop(&mut self) {
-        let _ = self.script(&["down"]);
-        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 
@@ -438,7 +378,7 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     let plane = NodePlane::up();
     let out = Command::new(repo().join("scripts/images.sh"))
         .args(["operator", "--import"])
-        .envs(plane.env.iter().map(|(k, v)| (*k, v.as_str())))
+        .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .expect("scripts/images.sh");
     assert!(

@@ -303,40 +303,58 @@ impl PrivatePlane {
     /// Not started yet: [`PrivatePlane::up`] starts it; dropping it stops it
     /// and removes its state either way.
     pub fn new(name: &str, port_offset: u16) -> PrivatePlane {
+        PrivatePlane::with_env(name, port_offset, Vec::new())
+    }
+
+    /// [`PrivatePlane::new`], with more variables for scripts/control-plane.sh
+    /// (a node plane's bridge and ranges).
+    pub fn with_env(
+        name: &str,
+        port_offset: u16,
+        extra: Vec<(&'static str, String)>,
+    ) -> PrivatePlane {
         let state = std::env::temp_dir().join(format!("kura-plane-{name}-{}", std::process::id()));
         let mut env = vec![("KURA_CP_STATE", state.display().to_string())];
         env.extend(private_ports(port_offset));
+        env.extend(extra);
         PrivatePlane { state, env }
     }
 
     /// Started, with the CRDs installed and served.
     pub fn up(name: &str, port_offset: u16) -> PrivatePlane {
         let plane = PrivatePlane::new(name, port_offset);
-        plane.script("up");
-        let kubectl = |args: &[&str]| {
-            let out = std::process::Command::new(kubectl())
-                .arg("--kubeconfig")
-                .arg(plane.kubeconfig())
-                .args(args)
-                .output()
-                .expect("kubectl");
-            assert!(
-                out.status.success(),
-                "kubectl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
+        plane.script(&["up"]);
+        plane.install_crds();
+        plane
+    }
+
+    /// The CRDs installed and, as on the shared plane (ensure_plane), served:
+    /// a CRD is served once Established.
+    pub fn install_crds(&self) {
         let crds = repo().join("crds").display().to_string();
-        kubectl(&["apply", "--server-side", "-f", &crds]);
-        // As on the shared plane (ensure_plane): a CRD is served once Established.
-        kubectl(&[
+        self.kubectl(&["apply", "--server-side", "-f", &crds]);
+        self.kubectl(&[
             "wait",
             "--for=condition=Established",
             "crd/kurainstances.kura.dev",
             "crd/kuragateways.kura.dev",
             "--timeout=60s",
         ]);
-        plane
+    }
+
+    /// kubectl against this plane; it must succeed.
+    pub fn kubectl(&self, args: &[&str]) {
+        let out = std::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .output()
+            .expect("kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The variables that point scripts/control-plane.sh at this plane.
@@ -344,15 +362,16 @@ impl PrivatePlane {
         &self.env
     }
 
-    fn script(&self, verb: &str) {
+    /// scripts/control-plane.sh with `args` on this plane; it must succeed.
+    pub fn script(&self, args: &[&str]) {
         let out = std::process::Command::new(repo().join("scripts/control-plane.sh"))
-            .arg(verb)
+            .args(args)
             .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
             .expect("control-plane.sh");
         assert!(
             out.status.success(),
-            "control-plane.sh {verb}: {}",
+            "control-plane.sh {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -398,7 +417,7 @@ impl PrivatePlane {
             );
             std::thread::yield_now();
         }
-        self.script("up");
+        self.script(&["up"]);
     }
 
     pub fn pause(&self, component: &str) {
