@@ -489,4 +489,76 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     wait_ready(&instances, "acme").await;
     let demo_pods: Api<Pod> = Api::namespaced(client.clone(), demo);
     pod_ready_on_node(&demo_pods, "acme-0").await;
+
+    // A force re-apply by annotation, as users do, reaches the in-cluster
+    // operator and is acknowledged (without the operator running in its pod
+    // nothing would ever acknowledge it).
+    let token = "2026-12-01T00:00:00Z";
+    instances
+        .patch(
+            "acme",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"annotations": {"kura.dev/reapply-at": token}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        "the force re-apply to be acknowledged",
+        Duration::from_secs(120),
+        || async {
+            let s = instances.get("acme").await.ok()?.status?;
+            (s.last_handled_reapply_at.as_deref() == Some(token)).then_some(())
+        },
+    )
+    .await;
+
+    // helm uninstall removes the operator, not what it manages: the instance,
+    // its StatefulSet, its pod and its data stay.
+    let pod_uid = demo_pods.get("acme-0").await.unwrap().metadata.uid;
+    let uninstall = Command::new(crate::support::tool("helm"))
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(["uninstall", "kura", "-n", ns, "--wait", "--timeout", "120s"])
+        .output()
+        .expect("helm");
+    assert!(
+        uninstall.status.success(),
+        "helm uninstall: {}",
+        String::from_utf8_lossy(&uninstall.stderr)
+    );
+    wait_for(
+        "the operator's pods to be gone",
+        Duration::from_secs(120),
+        || async {
+            pods.list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        instances.get_opt("acme").await.unwrap().is_some(),
+        "the instance stays"
+    );
+    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(client.clone(), demo);
+    assert!(
+        sts.get_opt("acme").await.unwrap().is_some(),
+        "its StatefulSet stays"
+    );
+    assert_eq!(
+        demo_pods.get("acme-0").await.unwrap().metadata.uid,
+        pod_uid,
+        "its pod keeps running"
+    );
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), demo);
+    assert!(
+        claims.get_opt("data-acme-0").await.unwrap().is_some(),
+        "its data stays"
+    );
 }
