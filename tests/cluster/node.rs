@@ -400,21 +400,25 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         .await
         .unwrap();
     let version = env!("CARGO_PKG_VERSION");
-    let helm = Command::new(crate::support::tool("helm"))
-        .arg("--kubeconfig")
-        .arg(plane.kubeconfig())
-        .args(["install", "kura"])
-        .arg(repo().join("charts/kura-operator"))
-        .args(["-n", ns, "--wait", "--timeout", "120s"])
-        .args(["--set", "image.repository=kura.local/kura-operator"])
-        .args(["--set", &format!("image.tag={version}")])
-        .args(["--set", "image.pullPolicy=Never"])
-        .output()
-        .expect("helm");
-    assert!(
-        helm.status.success(),
-        "helm install: {}",
-        String::from_utf8_lossy(&helm.stderr)
+    let chart = repo().join("charts/kura-operator").display().to_string();
+    helm(
+        &plane,
+        &[
+            "install",
+            "kura",
+            &chart,
+            "-n",
+            ns,
+            "--wait",
+            "--timeout",
+            "120s",
+            "--set",
+            "image.repository=kura.local/kura-operator",
+            "--set",
+            &format!("image.tag={version}"),
+            "--set",
+            "image.pullPolicy=Never",
+        ],
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pod = wait_for(
@@ -493,40 +497,101 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     // A force re-apply by annotation, as users do, reaches the in-cluster
     // operator and is acknowledged (without the operator running in its pod
     // nothing would ever acknowledge it).
-    let token = "2026-12-01T00:00:00Z";
-    instances
-        .patch(
-            "acme",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(
-                json!({"metadata": {"annotations": {"kura.dev/reapply-at": token}}}),
-            ),
-        )
-        .await
+    forced_and_acknowledged(&instances, "2026-12-01T00:00:00Z").await;
+
+    // kill -9 of the operator's process in its container: the kubelet
+    // restarts the container and the operator goes on reconciling.
+    let kill = Command::new("pkill")
+        .args(["-KILL", "-f", "^/kura-operator run"])
+        .status()
         .unwrap();
+    assert!(kill.success(), "no process of the operator's image to kill");
     wait_for(
-        "the force re-apply to be acknowledged",
+        "the operator's container restarted and Ready",
         Duration::from_secs(120),
         || async {
-            let s = instances.get("acme").await.ok()?.status?;
-            (s.last_handled_reapply_at.as_deref() == Some(token)).then_some(())
+            let list = pods.list(&Default::default()).await.ok()?.items;
+            let pod = list.first()?;
+            let status = pod.status.as_ref()?;
+            let restarted = status.container_statuses.as_ref()?[0].restart_count >= 1;
+            let ready = status
+                .conditions
+                .as_ref()?
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (restarted && ready).then_some(())
         },
     )
     .await;
+    forced_and_acknowledged(&instances, "2026-12-01T00:01:00Z").await;
+
+    // Two replicas with leader election: the leader's pod deleted, the other
+    // takes over and reconciles (the Lease names the holder's pod).
+    helm(
+        &plane,
+        &[
+            "upgrade",
+            "kura",
+            &repo().join("charts/kura-operator").display().to_string(),
+            "-n",
+            ns,
+            "--reuse-values",
+            "--set",
+            "replicas=2",
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    let holder = || async {
+        let lease = leases.get("kura-operator").await.ok()?;
+        lease.spec?.holder_identity
+    };
+    let (leader, standby) = wait_for(
+        "a leader among two ready replicas",
+        Duration::from_secs(120),
+        || async {
+            let names: Vec<String> = pods
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            let held = holder().await?;
+            let leader = names
+                .iter()
+                .find(|n| held.starts_with(&format!("{n}-")))?
+                .clone();
+            let standby = names.into_iter().find(|n| *n != leader)?;
+            Some((leader, standby))
+        },
+    )
+    .await;
+    pods.delete(&leader, &Default::default()).await.unwrap();
+    // The standby, warm, normally wins; the leader's replacement pod may too.
+    let successor = wait_for(
+        "another replica to take the Lease",
+        Duration::from_secs(120),
+        || async {
+            let held = holder().await?;
+            (!held.starts_with(&format!("{leader}-"))).then_some(held)
+        },
+    )
+    .await;
+    eprintln!("leader {leader} deleted; standby {standby}; the Lease now held by {successor}");
+    forced_and_acknowledged(&instances, "2026-12-01T00:02:00Z").await;
 
     // helm uninstall removes the operator, not what it manages: the instance,
     // its StatefulSet, its pod and its data stay.
     let pod_uid = demo_pods.get("acme-0").await.unwrap().metadata.uid;
-    let uninstall = Command::new(crate::support::tool("helm"))
-        .arg("--kubeconfig")
-        .arg(plane.kubeconfig())
-        .args(["uninstall", "kura", "-n", ns, "--wait", "--timeout", "120s"])
-        .output()
-        .expect("helm");
-    assert!(
-        uninstall.status.success(),
-        "helm uninstall: {}",
-        String::from_utf8_lossy(&uninstall.stderr)
+    helm(
+        &plane,
+        &["uninstall", "kura", "-n", ns, "--wait", "--timeout", "120s"],
     );
     wait_for(
         "the operator's pods to be gone",
@@ -561,4 +626,42 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         claims.get_opt("data-acme-0").await.unwrap().is_some(),
         "its data stays"
     );
+}
+
+/// helm against `plane`; it must succeed.
+fn helm(plane: &PrivatePlane, args: &[&str]) {
+    let out = Command::new(crate::support::tool("helm"))
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .args(args)
+        .output()
+        .expect("helm");
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Set the force annotation to `token`; the operator acknowledges it in status.
+async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
+    instances
+        .patch(
+            "acme",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"annotations": {"kura.dev/reapply-at": token}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        "the force re-apply to be acknowledged",
+        Duration::from_secs(120),
+        || async {
+            let s = instances.get("acme").await.ok()?.status?;
+            (s.last_handled_reapply_at.as_deref() == Some(token)).then_some(())
+        },
+    )
+    .await;
 }
