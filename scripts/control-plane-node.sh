@@ -278,7 +278,15 @@ node_up() {
   node_kubeconfig kube-proxy "$n/kube-proxy.kubeconfig"
   node_kubeconfig kube-scheduler "$n/kube-scheduler.kubeconfig"
 
+  # Every fixed port of the node, before anything starts: a port taken by
+  # another process (an ephemeral port of some client, if the base was put in
+  # the ephemeral range) is named here, not found as a health check that never
+  # answers.
   require_free_port kube-scheduler "$(node_port 59)"
+  require_free_port kubelet "$(node_port 50)"
+  require_free_port kubelet "$(node_port 48)"
+  require_free_port kube-proxy "$(node_port 56)"
+  require_free_port kube-proxy "$(node_port 49)"
   start kube-scheduler "$(bin kube-scheduler)" --kubeconfig "$n/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig "$n/kube-scheduler.kubeconfig" --authorization-kubeconfig "$n/kube-scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$(node_port 59)" --leader-elect=false

@@ -48,7 +48,9 @@ impl NodePlane {
                 ("KURA_NODE_BRIDGE", BRIDGE.to_string()),
                 ("KURA_NODE_POD_CIDR", "10.219.0.0/24".to_string()),
                 ("KURA_NODE_SERVICE_CIDR", "10.220.0.0/16".to_string()),
-                ("KURA_NODE_PORT_BASE", "33200".to_string()),
+                // Below the ephemeral range (32768 and up): a client's
+                // ephemeral port once took the kube-proxy's healthz port here.
+                ("KURA_NODE_PORT_BASE", "29200".to_string()),
                 ("KURA_NODE_NAME", NODE.to_string()),
             ],
         );
