@@ -23,6 +23,8 @@ use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
 use crate::context::Context;
 use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::kind::ChildKind;
+use crate::reconcile::labelled::Labelled;
 use crate::reconcile::observe::{fingerprint, rivals};
 use crate::reconcile::{self, stores::Stores};
 
@@ -123,6 +125,33 @@ fn reflect_observed<K: Cacheable>(
         .filter(|event| std::future::ready(event.is_ok()))
         .boxed();
     (reader, stream)
+}
+
+/// The metadata-only cache of a child kind, its objects indexed by the
+/// instance they are labelled as.
+fn reflect_child<K>(
+    scope: &Scope,
+    labelled: &Arc<Labelled>,
+    kind: ChildKind,
+) -> (Store<K>, Shared<K>)
+where
+    K: Cacheable + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    reflect_observed(
+        scope.api::<K>(),
+        scope.managed(),
+        compact_managed_fields,
+        indexed(labelled, kind),
+    )
+}
+
+/// Keeps `labelled` up to date with a reflector's events.
+fn indexed<K: Cacheable>(
+    labelled: &Arc<Labelled>,
+    kind: ChildKind,
+) -> impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static {
+    let labelled = labelled.clone();
+    move |store, event| labelled.event(kind, store, event)
 }
 
 /// Of an object's managedFields the caches keep what `observe::live_child` reads:
@@ -296,38 +325,36 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
         )
     };
     let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
-    let (sts_store, stateful_sets) = reflect_trimmed(
+    // Children by the instance they are labelled as (reconcile::labelled).
+    let labelled = Arc::new(Labelled::default());
+    let (sts_store, stateful_sets) = reflect_observed(
         scope.api::<StatefulSet>(),
         scope.managed(),
         compact_stateful_set,
+        indexed(&labelled, ChildKind::StatefulSet),
     );
     let (ing_store, ingresses) = {
         let claims = claims.clone();
+        let mut index = indexed(&labelled, ChildKind::Ingress);
         reflect_observed(
             scope.api::<Ingress>(),
             scope.managed(),
             compact_managed_fields,
-            move |store, event| claims.ingress_event(store, event),
+            move |store, event| {
+                claims.ingress_event(store, event);
+                index(store, event);
+            },
         )
     };
     let (class_store, ingress_classes) = reflect(
         Api::<IngressClass>::all(scope.client.clone()),
         scope.watch_config(),
     );
-    let (svc, services) = reflect(scope.api::<PartialObjectMeta<Service>>(), scope.managed());
-    let (cm, config_maps) = reflect(scope.api::<PartialObjectMeta<ConfigMap>>(), scope.managed());
-    let (sa, service_accounts) = reflect(
-        scope.api::<PartialObjectMeta<ServiceAccount>>(),
-        scope.managed(),
-    );
-    let (pdb, pdbs) = reflect(
-        scope.api::<PartialObjectMeta<PodDisruptionBudget>>(),
-        scope.managed(),
-    );
-    let (np, network_policies) = reflect(
-        scope.api::<PartialObjectMeta<NetworkPolicy>>(),
-        scope.managed(),
-    );
+    let (svc, services) = reflect_child(scope, &labelled, ChildKind::Service);
+    let (cm, config_maps) = reflect_child(scope, &labelled, ChildKind::ConfigMap);
+    let (sa, service_accounts) = reflect_child(scope, &labelled, ChildKind::ServiceAccount);
+    let (pdb, pdbs) = reflect_child(scope, &labelled, ChildKind::PodDisruptionBudget);
+    let (np, network_policies) = reflect_child(scope, &labelled, ChildKind::NetworkPolicy);
     let (dep, deployments) = reflect(
         scope.api::<PartialObjectMeta<Deployment>>(),
         scope.managed(),
@@ -358,6 +385,7 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
             network_policies: np,
             deployments: dep,
             claims,
+            labelled,
         },
         instances,
         gateways,

@@ -89,6 +89,7 @@ impl LiveBuilder {
                     network_policies,
                     deployments,
                     claims: std::sync::Arc::new(Claims::new().0),
+                    labelled: Default::default(),
                 },
                 pod_template_hashes: BTreeMap::new(),
                 owned: BTreeMap::new(),
@@ -177,6 +178,7 @@ impl LiveBuilder {
         stores
             .claims
             .ingress_event(&stores.ingresses, &Event::InitDone);
+        stores.index_labels();
         self.live
     }
 }

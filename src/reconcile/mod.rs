@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod budget;
 pub mod events;
+pub mod labelled;
 pub mod observe;
 pub mod plan;
 pub mod probe;

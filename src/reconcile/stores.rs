@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::labelled::Labelled;
 use super::storage::LiveClaim;
 use crate::api::{KuraGateway, KuraInstance};
-use crate::keys::LABEL_INSTANCE;
 use crate::kind::ChildKind;
 use crate::render::ObjectId;
 
@@ -31,6 +31,9 @@ pub struct Stores {
     pub deployments: Store<PartialObjectMeta<Deployment>>,
     /// Who holds which host, kept up to date from the instance and Ingress watches.
     pub claims: std::sync::Arc<crate::claims::Claims>,
+    /// The children above by the instance they are labelled as, kept up to
+    /// date from their watches.
+    pub labelled: std::sync::Arc<Labelled>,
 }
 
 fn key<K: kube::Resource<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {
@@ -76,83 +79,20 @@ impl Stores {
     /// whatever the inventory says: what an interrupted apply created is found
     /// here. (Ownership is for `observe::owner` to judge, not the label.)
     pub fn labelled_as(&self, namespace: &str, name: &str) -> Vec<ObjectId> {
-        fn scan<K: kube::Resource<DynamicType = ()> + Clone>(
-            store: &Store<K>,
-            kind: ChildKind,
-            namespace: &str,
-            name: &str,
-            out: &mut Vec<ObjectId>,
-        ) {
-            out.extend(
-                store
-                    .state()
-                    .iter()
-                    .filter(|o| {
-                        let m = o.meta();
-                        m.namespace.as_deref() == Some(namespace)
-                            && m.labels
-                                .as_ref()
-                                .and_then(|l| l.get(LABEL_INSTANCE))
-                                .is_some_and(|v| v == name)
-                    })
-                    .map(|o| ObjectId {
-                        kind,
-                        namespace: Some(namespace.to_string()),
-                        name: o.meta().name.clone().unwrap_or_default(),
-                    }),
-            );
-        }
-        let mut out = Vec::new();
-        scan(
-            &self.stateful_sets,
-            ChildKind::StatefulSet,
-            namespace,
-            name,
-            &mut out,
-        );
-        scan(
-            &self.ingresses,
-            ChildKind::Ingress,
-            namespace,
-            name,
-            &mut out,
-        );
-        scan(
-            &self.services,
-            ChildKind::Service,
-            namespace,
-            name,
-            &mut out,
-        );
-        scan(
-            &self.config_maps,
-            ChildKind::ConfigMap,
-            namespace,
-            name,
-            &mut out,
-        );
-        scan(
-            &self.service_accounts,
-            ChildKind::ServiceAccount,
-            namespace,
-            name,
-            &mut out,
-        );
-        scan(
-            &self.pod_disruption_budgets,
-            ChildKind::PodDisruptionBudget,
-            namespace,
-            name,
-            &mut out,
-        );
-        scan(
-            &self.network_policies,
-            ChildKind::NetworkPolicy,
-            namespace,
-            name,
-            &mut out,
-        );
-        out
+        self.labelled.of(namespace, name)
+    }
+
+    /// Index every labelled child anew, from the stores as they are (`diff`
+    /// fills its stores from lists, not watches).
+    pub fn index_labels(&self) {
+        let l = &self.labelled;
+        l.reset(ChildKind::StatefulSet, &self.stateful_sets);
+        l.reset(ChildKind::Ingress, &self.ingresses);
+        l.reset(ChildKind::Service, &self.services);
+        l.reset(ChildKind::ConfigMap, &self.config_maps);
+        l.reset(ChildKind::ServiceAccount, &self.service_accounts);
+        l.reset(ChildKind::PodDisruptionBudget, &self.pod_disruption_budgets);
+        l.reset(ChildKind::NetworkPolicy, &self.network_policies);
     }
 
     /// The `data` claim template of the instance's live StatefulSet.
