@@ -198,78 +198,15 @@ pub(crate) fn compact_managed_fields<K: Resource>(object: &mut K) {
     meta.managed_fields = Some(compact);
 }
 
-/// A cached StatefulSet keeps what `observe` and `probe` read: its metadata
-/// (compacted), the replica count, the containers' names and images, the
-/// claim templates' names, classes and sizes (storage is pinned to them:
-/// `reconcile::storage`), and the status. The rest of the pod template was
-/// most of the operator's memory at scale (docs/benchmarks.md, scale).
-pub(crate) fn compact_stateful_set(sts: &mut StatefulSet) {
-    use k8s_openapi::api::core::v1::{
-        PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-    };
-    compact_managed_fields(sts);
-    if let Some(spec) = sts.spec.as_mut() {
-        let containers = spec
-            .template
-            .spec
-            .take()
-            .map(|pod| {
-                pod.containers
-                    .into_iter()
-                    .map(|c| k8s_openapi::api::core::v1::Container {
-                        name: c.name,
-                        image: c.image,
-                        ..Default::default()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let claims = spec.volume_claim_templates.take().map(|templates| {
-            templates
-                .into_iter()
-                .map(|t| PersistentVolumeClaim {
-                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                        name: t.metadata.name,
-                        ..Default::default()
-                    },
-                    spec: t.spec.map(|s| PersistentVolumeClaimSpec {
-                        storage_class_name: s.storage_class_name,
-                        resources: s.resources.map(|r| VolumeResourceRequirements {
-                            requests: r.requests,
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    status: None,
-                })
-                .collect()
-        });
-        // The pod-template hash alone of the template's metadata: the rollout
-        // budget compares it with the desired one.
-        let template_meta = spec.template.metadata.take().map(|m| {
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                annotations: m.annotations.map(|a| {
-                    a.into_iter()
-                        .filter(|(k, _)| k == crate::keys::ANNOTATION_POD_TEMPLATE_HASH)
-                        .collect()
-                }),
-                ..Default::default()
-            }
-        });
-        *spec = k8s_openapi::api::apps::v1::StatefulSetSpec {
-            replicas: spec.replicas,
-            template: k8s_openapi::api::core::v1::PodTemplateSpec {
-                metadata: template_meta,
-                spec: Some(k8s_openapi::api::core::v1::PodSpec {
-                    containers,
-                    ..Default::default()
-                }),
-            },
-            volume_claim_templates: claims,
-            ..Default::default()
-        };
-    }
+/// A cached instance keeps no managedFields: the operator applies only an
+/// instance's status, never its spec, so no decision depends on who holds
+/// which of its fields. (A client's create entry holds the whole spec: as a
+/// value tree, 2.6 MB of a thousand instances' cache; docs/benchmarks.md.)
+pub(crate) fn compact_instance(instance: &mut KuraInstance) {
+    instance.metadata.managed_fields = None;
 }
+
+pub(crate) use crate::cached_sts::compact as compact_stateful_set;
 
 /// The instance watch passes generation and annotation changes only: a status
 /// write must not trigger a reconcile, and a generation-only filter would drop
@@ -320,7 +257,7 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
         reflect_observed(
             scope.api::<KuraInstance>(),
             scope.watch_config(),
-            compact_managed_fields,
+            compact_instance,
             move |store, event| claims.instance_event(store, event),
         )
     };
@@ -603,35 +540,6 @@ mod tests {
             "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
             "fieldsV1": {"f:spec": {format!("f:{field}"): {}}},
         })
-    }
-
-    /// A trimmed StatefulSet still answers what observe and probe ask of it.
-    #[test]
-    fn trimmed_stateful_sets_keep_replicas_images_and_status() {
-        let mut sts: StatefulSet = serde_json::from_value(json!({
-            "metadata": {"name": "a", "generation": 3},
-            "spec": {
-                "replicas": 3, "serviceName": "a", "selector": {"matchLabels": {"app": "a"}},
-                "template": {"metadata": {"labels": {"app": "a"}}, "spec": {
-                    "containers": [{"name": "kura", "image": "k:1", "env": [{"name": "X", "value": "1"}]}],
-                    "volumes": [{"name": "v", "emptyDir": {}}]}},
-                "volumeClaimTemplates": [{"metadata": {"name": "cache"}}],
-            },
-            "status": {"replicas": 3, "availableReplicas": 2, "updatedReplicas": 3, "observedGeneration": 3},
-        }))
-        .unwrap();
-        let status = sts.status.clone();
-        super::compact_stateful_set(&mut sts);
-        let spec = sts.spec.as_ref().unwrap();
-        assert_eq!(spec.replicas, Some(3));
-        let pod = spec.template.spec.as_ref().unwrap();
-        assert_eq!(pod.containers[0].name, "kura");
-        assert_eq!(pod.containers[0].image.as_deref(), Some("k:1"));
-        assert!(pod.containers[0].env.is_none() && pod.volumes.is_none());
-        let claim = &spec.volume_claim_templates.as_ref().unwrap()[0];
-        assert_eq!(claim.metadata.name.as_deref(), Some("cache"));
-        assert_eq!(sts.status, status);
-        assert_eq!(sts.metadata.generation, Some(3));
     }
 
     /// The example acme-eu's StatefulSet as the operator renders it.

@@ -2,6 +2,7 @@
 //! the content hash of its rendered manifests (see ARCHITECTURE.md).
 
 pub mod api;
+pub mod cached_sts;
 pub mod claims;
 pub mod config;
 pub mod config_watch;

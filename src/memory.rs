@@ -54,8 +54,10 @@ impl<K: Remembered> Default for Memory<K> {
 /// One object's memory.
 #[derive(Clone, Debug)]
 pub struct Record<S> {
-    /// The status this process last wrote and the resourceVersion that write produced.
-    own_status: Option<(String, S)>,
+    /// The status this process last wrote and the resourceVersion that write
+    /// produced, until the cache catches up. Boxed: a record per instance is
+    /// kept for the process's life, a status only for moments.
+    own_status: Option<Box<(String, S)>>,
     /// When this process last wrote the status (`status::worth_writing`).
     status_written_at: Option<Instant>,
     /// This process's last successful apply: the inputs it applied, and when.
@@ -137,7 +139,7 @@ impl<K: Remembered> Memory<K> {
             };
         };
         let cached_rv = instance.meta().resource_version.as_deref();
-        let status = match &record.own_status {
+        let status = match record.own_status.as_deref() {
             Some((rv, own)) if !caught_up(cached_rv, rv) => Some(own.clone()),
             Some(_) => {
                 record.own_status = None;
@@ -172,7 +174,7 @@ impl<K: Remembered> Memory<K> {
     pub fn status_written(&self, instance: &K, rv_after: Option<String>, status: &K::Status) {
         self.with(instance, |r| {
             r.status_written_at = Some(Instant::now());
-            r.own_status = rv_after.map(|rv| (rv, status.clone()));
+            r.own_status = rv_after.map(|rv| Box::new((rv, status.clone())));
         });
     }
 

@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::{fields, show};
 use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
-use crate::controller::{compact_managed_fields, compact_stateful_set};
+use crate::controller::{compact_instance, compact_managed_fields, compact_stateful_set};
 use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
 use crate::kind::ChildKind;
 use crate::reconcile::stores::Stores;
@@ -166,7 +166,7 @@ impl LiveBuilder {
     pub fn finish(mut self, instances: &[KuraInstance]) -> Live {
         for instance in instances {
             let mut instance = instance.clone();
-            compact_managed_fields(&mut instance);
+            compact_instance(&mut instance);
             self.writers
                 .instances
                 .apply_watcher_event(&Event::Apply(instance));

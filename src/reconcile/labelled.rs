@@ -6,8 +6,8 @@
 //! reconciles O(fleet²): at 1000 instances that scan was most of the
 //! operator's CPU time (docs/benchmarks.md, scale findings of 2026-12-01).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -26,12 +26,15 @@ pub struct Labelled {
     inner: Mutex<Inner>,
 }
 
+/// Both maps share each id and each owner (`Arc`s): the index of a thousand
+/// instances' seven thousand children stays near a megabyte.
 #[derive(Debug, Default)]
 struct Inner {
-    by_instance: HashMap<Owner, BTreeSet<ObjectId>>,
+    /// A handful of children per instance: a list, searched in place.
+    by_instance: HashMap<Arc<Owner>, Vec<Arc<ObjectId>>>,
     /// What each indexed object was labelled as, so that a relabelled or
-    /// deleted object leaves its former instance's set.
-    label_of: HashMap<ObjectId, Owner>,
+    /// deleted object leaves its former instance's list.
+    label_of: HashMap<Arc<ObjectId>, Arc<Owner>>,
 }
 
 /// The object's id and the instance it is labelled as, if it is.
@@ -51,10 +54,10 @@ fn labelled(kind: ChildKind, meta: &ObjectMeta) -> (ObjectId, Option<Owner>) {
 impl Inner {
     fn remove(&mut self, id: &ObjectId) {
         if let Some(owner) = self.label_of.remove(id)
-            && let Some(set) = self.by_instance.get_mut(&owner)
+            && let Some(ids) = self.by_instance.get_mut(&owner)
         {
-            set.remove(id);
-            if set.is_empty() {
+            ids.retain(|i| **i != *id);
+            if ids.is_empty() {
                 self.by_instance.remove(&owner);
             }
         }
@@ -62,18 +65,24 @@ impl Inner {
 
     fn put(&mut self, kind: ChildKind, meta: &ObjectMeta) {
         let (id, owner) = labelled(kind, meta);
-        if self.label_of.get(&id) == owner.as_ref() {
+        if self.label_of.get(&id).map(|o| &**o) == owner.as_ref() {
             // Most events are status or spec changes: the label stays.
             return;
         }
         self.remove(&id);
-        if let Some(owner) = owner {
-            self.by_instance
-                .entry(owner.clone())
-                .or_default()
-                .insert(id.clone());
-            self.label_of.insert(id, owner);
-        }
+        let Some(owner) = owner else {
+            return;
+        };
+        let id = Arc::new(id);
+        let owner = match self.by_instance.get_key_value(&owner) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::new(owner),
+        };
+        self.by_instance
+            .entry(owner.clone())
+            .or_default()
+            .push(id.clone());
+        self.label_of.insert(id, owner);
     }
 }
 
@@ -101,7 +110,7 @@ impl Labelled {
     pub fn reset<K: Resource<DynamicType = ()> + Clone>(&self, kind: ChildKind, store: &Store<K>) {
         let all = store.state();
         let mut inner = self.inner.lock().unwrap();
-        let stale: Vec<ObjectId> = inner
+        let stale: Vec<Arc<ObjectId>> = inner
             .label_of
             .keys()
             .filter(|id| id.kind == kind)
@@ -123,7 +132,7 @@ impl Labelled {
             .unwrap()
             .by_instance
             .get(&key)
-            .map(|set| set.iter().cloned().collect())
+            .map(|ids| ids.iter().map(|id| (**id).clone()).collect())
             .unwrap_or_default()
     }
 }

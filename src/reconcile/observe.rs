@@ -10,9 +10,8 @@ use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
 use crate::api::{KuraInstance, KuraInstanceStatus};
 use crate::keys::{
-    ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REAPPLY_AT,
-    ANNOTATION_REVISION, FIELD_MANAGER, KURA_CONTAINER, LABEL_GATEWAY, LABEL_MANAGED_BY,
-    MANAGED_BY_VALUE,
+    ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION,
+    FIELD_MANAGER, KURA_CONTAINER, LABEL_GATEWAY, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
 };
 use crate::kind::ChildKind;
 use crate::render::hash::hex_sha256;
@@ -62,25 +61,14 @@ pub fn observe(
             .id;
         stores.stateful_set(sts_id)
     });
-    let template = workload
-        .as_ref()
-        .and_then(|sts| Some(&sts.spec.as_ref()?.template));
-    let running_image = template.and_then(|t| {
-        t.spec
-            .as_ref()?
-            .containers
-            .iter()
-            .find(|c| c.name == KURA_CONTAINER)
-            .and_then(|c| c.image.clone())
-    });
-    let running_pod_template_hash = template.and_then(|t| {
-        t.metadata
-            .as_ref()?
-            .annotations
-            .as_ref()?
-            .get(ANNOTATION_POD_TEMPLATE_HASH)
-            .cloned()
-    });
+    let running_image = workload
+        .as_deref()
+        .and_then(crate::cached_sts::image)
+        .map(str::to_string);
+    let running_pod_template_hash = workload
+        .as_deref()
+        .and_then(crate::cached_sts::pod_template_hash)
+        .map(str::to_string);
     let image_managers = match (&workload, &running_image) {
         (Some(sts), Some(image)) => image_managers(&sts.metadata, image),
         _ => Vec::new(),

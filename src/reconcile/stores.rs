@@ -102,21 +102,7 @@ impl Stores {
             namespace: Some(namespace.to_string()),
             name: name.to_string(),
         };
-        let sts = self.stateful_set(&id)?;
-        let template = sts
-            .spec
-            .as_ref()?
-            .volume_claim_templates
-            .as_ref()?
-            .iter()
-            .find(|t| t.metadata.name.as_deref() == Some("data"))?;
-        let spec = template.spec.as_ref();
-        Some(LiveClaim {
-            class: spec.and_then(|s| s.storage_class_name.clone()),
-            size: spec
-                .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
-                .map(|q| q.0.clone()),
-        })
+        crate::cached_sts::data_claim(&*self.stateful_set(&id)?)
     }
 
     pub fn stateful_set(&self, id: &ObjectId) -> Option<std::sync::Arc<StatefulSet>> {
