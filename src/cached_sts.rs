@@ -1,6 +1,6 @@
 //! What the operator's cache keeps of a StatefulSet, and how it is read back.
 //!
-//! A cached StatefulSet keeps its metadata (managedFields compacted), the
+//! A cached StatefulSet keeps its metadata (compacted as every child's), the
 //! replica count, the pod template's `kura.dev/pod-template-hash` and its
 //! status. Of the pod template's spec and the claim templates, `observe` and
 //! `storage::pin` read two facts: the image of the Kura container and the
@@ -30,7 +30,7 @@ const DATA_CLAIM_SIZE: &str = "cache.kura.dev/data-claim-size";
 
 /// Trims `sts` to what the cache keeps (module documentation).
 pub fn compact(sts: &mut StatefulSet) {
-    crate::controller::compact_managed_fields(sts);
+    crate::controller::compact_child(sts);
     let Some(spec) = sts.spec.as_mut() else {
         return;
     };

@@ -23,7 +23,9 @@ use serde_json::Value;
 use super::{fields, show};
 use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
-use crate::controller::{compact_instance, compact_managed_fields, compact_stateful_set};
+use crate::controller::{
+    compact_child, compact_instance, compact_managed_fields, compact_stateful_set,
+};
 use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
 use crate::kind::ChildKind;
 use crate::reconcile::stores::Stores;
@@ -145,17 +147,25 @@ impl LiveBuilder {
                 compact_stateful_set(&mut sts);
                 w.stateful_sets.apply_watcher_event(&Event::Apply(sts));
             }
-            ChildKind::Ingress => put(&mut w.ingresses, serde_json::from_value(value)?),
-            ChildKind::IngressClass => put(&mut w.ingress_classes, serde_json::from_value(value)?),
-            ChildKind::KuraGateway => put(&mut w.gateways, serde_json::from_value(value)?),
-            ChildKind::Service => put(&mut w.services, partial(meta(&mut value)?)),
-            ChildKind::ConfigMap => put(&mut w.config_maps, partial(meta(&mut value)?)),
-            ChildKind::ServiceAccount => put(&mut w.service_accounts, partial(meta(&mut value)?)),
-            ChildKind::PodDisruptionBudget => {
-                put(&mut w.pod_disruption_budgets, partial(meta(&mut value)?))
+            ChildKind::Ingress => put(&mut w.ingresses, serde_json::from_value(value)?, kind),
+            ChildKind::IngressClass => {
+                put(&mut w.ingress_classes, serde_json::from_value(value)?, kind)
             }
-            ChildKind::NetworkPolicy => put(&mut w.network_policies, partial(meta(&mut value)?)),
-            ChildKind::Deployment => put(&mut w.deployments, partial(meta(&mut value)?)),
+            ChildKind::KuraGateway => put(&mut w.gateways, serde_json::from_value(value)?, kind),
+            ChildKind::Service => put(&mut w.services, partial(meta(&mut value)?), kind),
+            ChildKind::ConfigMap => put(&mut w.config_maps, partial(meta(&mut value)?), kind),
+            ChildKind::ServiceAccount => {
+                put(&mut w.service_accounts, partial(meta(&mut value)?), kind)
+            }
+            ChildKind::PodDisruptionBudget => put(
+                &mut w.pod_disruption_budgets,
+                partial(meta(&mut value)?),
+                kind,
+            ),
+            ChildKind::NetworkPolicy => {
+                put(&mut w.network_policies, partial(meta(&mut value)?), kind)
+            }
+            ChildKind::Deployment => put(&mut w.deployments, partial(meta(&mut value)?), kind),
         }
         Ok(())
     }
@@ -200,11 +210,16 @@ fn partial<K: Resource<DynamicType = ()>>(meta: ObjectMeta) -> PartialObjectMeta
     meta.into_request_partial()
 }
 
-/// Into the store as the operator's caches keep it (managedFields compacted).
-fn put<K>(writer: &mut Writer<K>, mut object: K)
+/// Into the store as the operator's reflectors keep `kind` (controller.rs).
+fn put<K>(writer: &mut Writer<K>, mut object: K, kind: ChildKind)
 where
     K: Resource<DynamicType = ()> + Clone,
 {
-    compact_managed_fields(&mut object);
+    match kind {
+        ChildKind::KuraGateway | ChildKind::IngressClass | ChildKind::Deployment => {
+            compact_managed_fields(&mut object)
+        }
+        _ => compact_child(&mut object),
+    }
     writer.apply_watcher_event(&Event::Apply(object));
 }
