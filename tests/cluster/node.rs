@@ -738,3 +738,5 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
     )
     .await;
 }
+
+mod memory;
