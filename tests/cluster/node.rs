@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -311,7 +311,9 @@ async fn instance_pod_runs_and_becomes_ready_through_its_real_probe() {
 /// kube-proxy's chains): no leftover bridge, route, iptables rule or chain,
 /// mount, cgroup, hard-coded directory or changed sysctl. Without the journal
 /// and its undo in `down`, the bridge, its route, the guard rule, the KUBE-*
-/// chains and the kubepods cgroups would all remain and the snapshots differ.
+/// chains and the kubepods cgroups would all remain and the snapshots differ;
+/// without `down` deleting the Node object, the plane started again without a
+/// node would still list it.
 #[tokio::test]
 async fn down_leaves_the_host_as_it_was() {
     require_node_host!();
@@ -346,6 +348,17 @@ async fn down_leaves_the_host_as_it_was() {
             "the node made its bridge (else this test proves nothing)"
         );
         plane.down();
+        // Nor does the cluster keep the node: the same state started again
+        // without one has no Node object (a Node left registered would make
+        // kura-sim leave every pod to a kubelet that no longer runs).
+        plane.script(&["up"]);
+        let nodes: Api<Node> = Api::all(plane.client().await);
+        let left = nodes.list(&Default::default()).await.unwrap().items;
+        assert!(
+            left.is_empty(),
+            "nodes left registered after down: {:?}",
+            left.iter().map(|n| &n.metadata.name).collect::<Vec<_>>()
+        );
     }
     let after = host_snapshot();
     for (what, was) in &before {
