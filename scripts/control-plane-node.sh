@@ -345,6 +345,13 @@ node_down() {
   local n j; n=$(node_dir); j="$n/journal"
   stop_component kube-proxy
   stop_component kubelet
+  # Its Node object goes too (once its kubelet cannot register it again): left
+  # registered in etcd, it would make kura-sim leave every pod of a later plane
+  # without a node on this state to a kubelet that no longer runs.
+  if pid_alive kube-apiserver; then
+    "$(bin kubectl)" --kubeconfig "$state/kubeconfig" delete node "$node_name" --ignore-not-found --wait=false \
+      >/dev/null 2>&1 || log "could not delete node $node_name"
+  fi
   # Stop every container (pods and sandboxes) while containerd still runs, so
   # that the shims clean up their mounts and exit.
   if pid_alive containerd; then

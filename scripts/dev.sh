@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The two entry points of a fresh machine.
 #
-#   scripts/dev.sh demo   build everything, start the local control plane, install the
-#                         CRDs and the examples, run the operator against them and
-#                         print `kubectl get kurainstances` as they converge
+#   scripts/dev.sh demo   build everything, start the local control plane with a real
+#                         node (root), install the operator's image with the Helm chart,
+#                         the CRDs and the examples, and wait until the instances' pods
+#                         run and are Ready (scripts/demo.sh; KURA_DEMO_NODE=0: without a
+#                         node or root, the operator as a host process, pods simulated)
 #   scripts/dev.sh test   build everything, start the local control plane, run the
 #                         checks (fmt, clippy, CRD drift) and the whole test suite;
 #                         then stop the plane if this run started it
-#                         (KURA_KEEP_PLANE=1 keeps it running)
+#                         (KURA_KEEP_PLANE=1 keeps it running); refuses a plane
+#                         with a node (the demo's): stop that one first
 #   scripts/dev.sh build  build target/debug/kura-operator as the tests build it
 #                         (extra arguments go to cargo)
 set -euo pipefail
@@ -38,6 +41,14 @@ case "${1:-}" in
     cargo build --locked --bin kura-operator --test startup "$@"
     ;;
   test)
+    # The demo's plane has a node: the suite runs on a plane without one, and
+    # its node tests start a node of their own (one per machine).
+    if [ -f "${KURA_CP_STATE:-$repo/.control-plane}/node/enabled" ]; then
+      down="scripts/control-plane.sh down"
+      if [ -n "${KURA_CP_STATE:-}" ]; then down="KURA_CP_STATE=$KURA_CP_STATE $down"; fi
+      echo "dev.sh: the control plane runs with a node (scripts/dev.sh demo's); the tests need it without one, and start a node of their own: stop it first with: $down" >&2
+      exit 1
+    fi
     started=1
     if $cp status >/dev/null 2>&1; then started=0; fi
     trap 'after_tests $started' EXIT

@@ -1,6 +1,7 @@
 //! `scripts/dev.sh test` says what becomes of the control plane: it stops the
 //! plane it started, also when the checks fail (`KURA_KEEP_PLANE=1` keeps it,
-//! and says how to stop it), and leaves a plane that was running before it.
+//! and says how to stop it), and leaves a plane that was running before it. A
+//! plane with a node (the demo's) it refuses, and says how to stop it.
 //!
 //! The test plays cargo: a stub on PATH records its arguments, checks that the
 //! plane answers while the suite "runs", and exits as it is told. The checks
@@ -104,5 +105,21 @@ fn dev_test_stops_the_plane_it_started_and_says_what_it_left() {
         out.contains("still running") && out.contains(&down),
         "{out}"
     );
+
+    // A plane with a node (the demo's): refused before anything runs. The
+    // marker is removed at once: `down` of a plane that has one undoes a node.
+    plane.script(&["down"]);
+    let marker = plane.state.join("node");
+    std::fs::create_dir_all(&marker).unwrap();
+    std::fs::write(marker.join("enabled"), "").unwrap();
+    let (ok, out, calls) = dev_test(&[]);
+    std::fs::remove_dir_all(&marker).unwrap();
+    assert!(!ok, "dev.sh test ran on a plane with a node:\n{out}");
+    assert!(
+        out.contains("runs with a node") && out.contains(&down),
+        "says why and how to stop it ({down}):\n{out}"
+    );
+    assert!(calls.is_empty(), "nothing ran: {calls}");
+    assert!(!running(), "nothing started:\n{out}");
     let _ = std::fs::remove_dir_all(&stub);
 }

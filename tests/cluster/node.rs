@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -22,7 +22,7 @@ use crate::operator::{Operator, Options, config, instance, wait_ready};
 use crate::support::{PrivatePlane, apply_json, repo, wait_for};
 
 // A tokio mutex: the turn is held across awaits (and is not poisoned by a failed test).
-static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const BRIDGE: &str = "kuratest0";
 const NODE: &str = "kura-test-node";
@@ -38,22 +38,23 @@ impl std::ops::Deref for NodePlane {
     }
 }
 
+/// The tests' node: its bridge, ranges, ports and name, for scripts/control-plane.sh.
+pub(crate) fn node_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("KURA_NODE_BRIDGE", BRIDGE.to_string()),
+        ("KURA_NODE_POD_CIDR", "10.219.0.0/24".to_string()),
+        ("KURA_NODE_SERVICE_CIDR", "10.220.0.0/16".to_string()),
+        // Below the ephemeral range (32768 and up): a client's
+        // ephemeral port once took the kube-proxy's healthz port here.
+        ("KURA_NODE_PORT_BASE", "29200".to_string()),
+        ("KURA_NODE_NAME", NODE.to_string()),
+    ]
+}
+
 impl NodePlane {
     /// Started with its node Ready and the CRDs served.
     fn up() -> NodePlane {
-        let plane = PrivatePlane::with_env(
-            "node",
-            7,
-            vec![
-                ("KURA_NODE_BRIDGE", BRIDGE.to_string()),
-                ("KURA_NODE_POD_CIDR", "10.219.0.0/24".to_string()),
-                ("KURA_NODE_SERVICE_CIDR", "10.220.0.0/16".to_string()),
-                // Below the ephemeral range (32768 and up): a client's
-                // ephemeral port once took the kube-proxy's healthz port here.
-                ("KURA_NODE_PORT_BASE", "29200".to_string()),
-                ("KURA_NODE_NAME", NODE.to_string()),
-            ],
-        );
+        let plane = PrivatePlane::with_env("node", 7, node_env());
         plane.script(&["up", "--node"]);
         plane.install_crds();
         NodePlane(plane)
@@ -75,7 +76,7 @@ impl NodePlane {
 }
 
 /// Whether this host can run a node; if not, why (the test then says so and returns).
-fn node_unsupported() -> Option<String> {
+pub(crate) fn node_unsupported() -> Option<String> {
     // One node per machine: where another checkout runs these tests at the same
     // time, one of them sets KURA_TEST_NODE=0.
     if std::env::var("KURA_TEST_NODE").as_deref() == Ok("0") {
@@ -93,7 +94,7 @@ fn node_unsupported() -> Option<String> {
 
 macro_rules! require_node_host {
     () => {
-        if let Some(why) = node_unsupported() {
+        if let Some(why) = crate::node::node_unsupported() {
             eprintln!("SKIPPED: this host cannot run a node: {why}");
             return;
         }
@@ -310,7 +311,9 @@ async fn instance_pod_runs_and_becomes_ready_through_its_real_probe() {
 /// kube-proxy's chains): no leftover bridge, route, iptables rule or chain,
 /// mount, cgroup, hard-coded directory or changed sysctl. Without the journal
 /// and its undo in `down`, the bridge, its route, the guard rule, the KUBE-*
-/// chains and the kubepods cgroups would all remain and the snapshots differ.
+/// chains and the kubepods cgroups would all remain and the snapshots differ;
+/// without `down` deleting the Node object, the plane started again without a
+/// node would still list it.
 #[tokio::test]
 async fn down_leaves_the_host_as_it_was() {
     require_node_host!();
@@ -345,6 +348,17 @@ async fn down_leaves_the_host_as_it_was() {
             "the node made its bridge (else this test proves nothing)"
         );
         plane.down();
+        // Nor does the cluster keep the node: the same state started again
+        // without one has no Node object (a Node left registered would make
+        // kura-sim leave every pod to a kubelet that no longer runs).
+        plane.script(&["up"]);
+        let nodes: Api<Node> = Api::all(plane.client().await);
+        let left = nodes.list(&Default::default()).await.unwrap().items;
+        assert!(
+            left.is_empty(),
+            "nodes left registered after down: {:?}",
+            left.iter().map(|n| &n.metadata.name).collect::<Vec<_>>()
+        );
     }
     let after = host_snapshot();
     for (what, was) in &before {
@@ -356,28 +370,31 @@ async fn down_leaves_the_host_as_it_was() {
     );
 }
 
-/// The operator as users run it: its image (scripts/images.sh, from the release
-/// binary), installed with the chart into a namespace enforcing the `restricted`
-/// Pod Security profile, runs on the node, connects in-cluster through the
-/// `kubernetes` Service (the apiserver's certificate names the Service IP),
-/// becomes Ready through its real /readyz probe, and makes an instance's pod
-/// Ready. Without the node the Deployment's pod never starts (no scheduler, no
-/// kubelet): the rollout never completes; without the Service IP in the
-/// certificate or the lease endpoint reconciler, the operator could not reach
-/// the apiserver and would never be Ready.
-#[tokio::test]
-async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
-    require_node_host!();
-    let binary = repo().join("target/release/kura-operator");
-    if !binary.exists() {
-        eprintln!(
-            "SKIPPED: {} is missing: run scripts/release-build.sh first",
-            binary.display()
-        );
-        return;
-    }
-    let _turn = NODE_LOCK.lock().await;
-    let plane = NodePlane::up();
+/// The operator's image is built from the release binary (scripts/images.sh):
+/// without one the test says so and returns.
+macro_rules! require_release_binary {
+    () => {
+        let binary = crate::support::repo().join("target/release/kura-operator");
+        if !binary.exists() {
+            eprintln!(
+                "SKIPPED: {} is missing: run scripts/release-build.sh first",
+                binary.display()
+            );
+            return;
+        }
+    };
+}
+
+fn chart() -> String {
+    repo().join("charts/kura-operator").display().to_string()
+}
+
+/// The operator as users run it: its image imported into the node's containerd
+/// (scripts/images.sh, from the release binary), installed as release `kura` of
+/// the chart into `ns`, a namespace enforcing the `restricted` Pod Security
+/// profile. Returns its pod once Ready
+/// (the kubelet probing its /readyz), run by containerd.
+async fn operator_via_the_chart(plane: &NodePlane, client: &Client, ns: &str) -> Pod {
     let out = Command::new(repo().join("scripts/images.sh"))
         .args(["operator", "--import"])
         .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str())))
@@ -388,8 +405,6 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         "scripts/images.sh operator --import: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let client = plane.client().await;
-    let ns = "kura-system";
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
@@ -402,26 +417,25 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         .await
         .unwrap();
     let version = env!("CARGO_PKG_VERSION");
-    let chart = repo().join("charts/kura-operator").display().to_string();
-    helm(
-        &plane,
-        &[
-            "install",
-            "kura",
-            &chart,
-            "-n",
-            ns,
-            "--wait",
-            "--timeout",
-            "120s",
-            "--set",
-            "image.repository=kura.local/kura-operator",
-            "--set",
-            &format!("image.tag={version}"),
-            "--set",
-            "image.pullPolicy=Never",
-        ],
-    );
+    let chart = chart();
+    let tag = format!("image.tag={version}");
+    let args = [
+        "install",
+        "kura",
+        &chart,
+        "-n",
+        ns,
+        "--wait",
+        "--timeout",
+        "120s",
+        "--set",
+        "image.repository=kura.local/kura-operator",
+        "--set",
+        &tag,
+        "--set",
+        "image.pullPolicy=Never",
+    ];
+    helm(plane, &args);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pod = wait_for(
         "the operator pod Ready",
@@ -451,6 +465,29 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
             .is_some_and(|id| id.starts_with("containerd://")),
         "the operator runs in a container: {container:?}"
     );
+    pod
+}
+
+/// The operator as users run it: its image (scripts/images.sh, from the release
+/// binary), installed with the chart into a namespace enforcing the `restricted`
+/// Pod Security profile, runs on the node, connects in-cluster through the
+/// `kubernetes` Service (the apiserver's certificate names the Service IP),
+/// becomes Ready through its real /readyz probe, and makes an instance's pod
+/// Ready. Without the node the Deployment's pod never starts (no scheduler, no
+/// kubelet): the rollout never completes; without the Service IP in the
+/// certificate or the lease endpoint reconciler, the operator could not reach
+/// the apiserver and would never be Ready.
+#[tokio::test]
+async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
+    require_node_host!();
+    require_release_binary!();
+    let _turn = NODE_LOCK.lock().await;
+    let plane = NodePlane::up();
+    let client = plane.client().await;
+    let ns = "kura-system";
+    operator_via_the_chart(&plane, &client, ns).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let chart = chart();
 
     // The in-cluster operator (every namespace: the chart's default) reconciles
     // an instance of the chart's example region onto the node.
@@ -581,7 +618,7 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         &[
             "upgrade",
             "kura",
-            &repo().join("charts/kura-operator").display().to_string(),
+            &chart,
             "-n",
             ns,
             "--reuse-values",
@@ -714,3 +751,5 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
     )
     .await;
 }
+
+mod memory;

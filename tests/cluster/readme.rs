@@ -4,7 +4,9 @@
 //! checkout or of the control plane's cache on PATH), from the checkout's root,
 //! as a newcomer would type them one after the other. The control plane they
 //! start is one of the test's own, so that the demo's operator (which watches
-//! every namespace) stays out of the other tests' way.
+//! every namespace) stays out of the other tests' way. Where this host can run
+//! a node (root), the demo is the README's default, the operator in its pod on
+//! a real node; elsewhere it is the demo without a node (`KURA_DEMO_NODE=0`).
 //!
 //! A few commands cannot run inside this suite; they are listed below with the
 //! reason, and a listed command no README prints any more fails the test, so
@@ -14,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::node::{NODE_LOCK, node_env, node_unsupported};
 use crate::operator::free_port;
 use crate::support::{PrivatePlane, repo};
 
@@ -138,7 +141,10 @@ fn readme_commands_work_as_printed_in_a_fresh_shell() {
     }
     eprintln!("running {} README commands: {run:#?}", run.len());
 
-    let plane = PrivatePlane::new("readme", 2);
+    // One node per machine: the node tests' turn, bridge and ranges.
+    let node = node_unsupported().is_none();
+    let _turn = node.then(|| NODE_LOCK.blocking_lock());
+    let plane = PrivatePlane::with_env("readme", 2, if node { node_env() } else { Vec::new() });
     let operator = PathBuf::from(env!("CARGO_BIN_EXE_kura-operator"));
     let built_by_the_tests = inode(&operator);
     let mut shell = Command::new("bash");
@@ -154,6 +160,9 @@ fn readme_commands_work_as_printed_in_a_fresh_shell() {
         .env("KURA_METRICS_ADDR", format!("127.0.0.1:{}", free_port()))
         // The plane of the test's own (state and ports).
         .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str())));
+    if !node {
+        shell.env("KURA_DEMO_NODE", "0");
+    }
     // The machine's own settings: a home, the toolchain and where caches live.
     for var in [
         "HOME",
