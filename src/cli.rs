@@ -1,5 +1,7 @@
 //! The subcommands besides `run`: `crd` and `render` (offline), `diff` (read-only).
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -33,10 +35,25 @@ pub fn crd(output_dir: Option<&Path>) -> CliResult {
                 std::fs::create_dir_all(dir)?;
                 std::fs::write(dir.join(file), &yaml)?;
             }
-            None => print!("---\n{yaml}"),
+            None => emit(&format!("---\n{yaml}"))?,
         }
     }
     Ok(())
+}
+
+/// Writes to stdout. A reader that went away (`... | head`) ends the output
+/// with an error `main` takes for a quiet end ([`is_broken_pipe`]), where
+/// `print!` would panic.
+fn emit(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
+
+/// Whether `e` is stdout's reader having gone away.
+pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Prints the report; the exit code says whether anything would change.
@@ -45,12 +62,12 @@ pub fn diff(
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let json = args.output == "json";
     let report = kura_operator::diff::command::main(args)?;
-    if json {
-        print!("{}", report.json());
-    } else {
-        print!("{}", report.text());
+    let text = if json { report.json() } else { report.text() };
+    match emit(&text) {
+        // The answer is the exit code, whoever reads the text.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::from(report.exit_code())),
     }
-    Ok(ExitCode::from(report.exit_code()))
 }
 
 pub fn render(args: &RenderArgs) -> CliResult {
@@ -77,23 +94,27 @@ pub fn render(args: &RenderArgs) -> CliResult {
             }
         };
         let desired = render::render(&validated, &config);
+        let mut out = String::new();
         if args.revision_only {
-            println!("{name} {}", desired.revision);
+            writeln!(out, "{name} {}", desired.revision)?;
+            emit(&out)?;
             continue;
         }
-        println!(
+        writeln!(
+            out,
             "# instance {name}: revision {} (pod template {})",
             desired.revision, desired.pod_template_hash
-        );
+        )?;
         for o in &desired.objects {
-            println!("#   {} hash {}", o.id, o.hash);
+            writeln!(out, "#   {} hash {}", o.id, o.hash)?;
         }
         if args.explain {
-            explain(&validated, &config, &desired);
+            explain(&validated, &config, &desired, &mut out)?;
         }
         for o in &desired.objects {
-            print!("---\n{}", serde_yaml::to_string(&o.body())?);
+            write!(out, "---\n{}", serde_yaml::to_string(&o.body())?)?;
         }
+        emit(&out)?;
     }
     if failed {
         Err("invalid input; nothing rendered for the instances above".into())
@@ -113,7 +134,8 @@ fn explain(
     v: &kura_operator::validate::ValidatedInstance,
     config: &OperatorConfig,
     desired: &render::Desired,
-) {
+    out: &mut String,
+) -> std::fmt::Result {
     let region = &config.regions[&v.region];
     let network = match region.network {
         kura_operator::config::NetworkMode::Cloud => "cloud",
@@ -129,49 +151,65 @@ fn explain(
     } else {
         v.aliases.join(",")
     };
-    println!(
+    writeln!(
+        out,
         "# the revision is sha256 over the per-object hashes above, in that order; each object hash"
-    );
-    println!("# is sha256 of the object's canonical JSON. The rendered objects came from:");
-    println!(
+    )?;
+    writeln!(
+        out,
+        "# is sha256 of the object's canonical JSON. The rendered objects came from:"
+    )?;
+    writeln!(
+        out,
         "#   spec: account={} region={} image={} replicas={} host={} aliases={aliases}",
         v.account, v.region, v.image, v.replicas, v.host
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "#   spec: storage={} class={} env={} variables",
         v.storage_size,
         shown(v.storage_class.as_deref()),
         v.env.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "#   config regions.{}: network={network} sharedIngressClass={} domain={} storageClass={}",
         v.region,
         region.shared_ingress_class,
         region.domain,
         shown(region.storage_class.as_deref())
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "#   storage is fixed when the StatefulSet is created: a running instance keeps the class and size"
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "#   its StatefulSet has, and reports any other as StorageChangePending (claim templates cannot change)"
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "#   resolved gateway: mode={mode} ingressClass={} gateway={}",
         v.gateway.ingress_class_name,
         shown(v.gateway.gateway_name.as_deref())
-    );
+    )?;
     if v.gateway.gateway_name.is_some() {
-        println!(
+        writeln!(
+            out,
             "#   config gateway: image={} controller={} replicas={}",
             config.gateway.image, config.gateway.controller, config.gateway.replicas
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "#   metadata: name={} namespace={} uid={} (owner references)",
         v.name,
         v.namespace,
         shown(Some(v.uid.as_str()))
-    );
-    println!("#   short revision: {}", hash::short(&desired.revision));
+    )?;
+    writeln!(
+        out,
+        "#   short revision: {}",
+        hash::short(&desired.revision)
+    )
 }

@@ -58,6 +58,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `... | head`: the reader has what it wanted.
+        Err(e) if cli::is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             report(&*e);
             ExitCode::FAILURE

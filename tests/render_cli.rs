@@ -77,3 +77,40 @@ fn explain_prints_no_rust_debug_forms() {
         lines.join("\n")
     );
 }
+
+/// `render ... | head`: a reader that stops early ends the output quietly,
+/// with exit code 0, as `kubectl get ... | head` does. The output (200 copies
+/// of the first example, far more than a pipe's 64 KiB buffer) is written
+/// after the reader has gone, so a write fails with EPIPE: before the fix,
+/// `println!` panicked ("failed printing to stdout", exit code 101).
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    let examples = std::fs::read_to_string(repo().join("examples/instances.yaml")).unwrap();
+    let first = examples.split("\n---\n").next().unwrap();
+    let dir = std::env::temp_dir().join(format!("kura-render-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let many: Vec<String> = (0..200)
+        .map(|i| first.replace("name: acme-eu", &format!("name: acme-eu-{i}")))
+        .collect();
+    let file = dir.join("many.yaml");
+    std::fs::write(&file, many.join("\n---\n")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kura-operator"))
+        .current_dir(repo())
+        .args(["render", "-f"])
+        .arg(&file)
+        .args(["--config", "examples/config.yaml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kura-operator render");
+    // The reader goes away before reading anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success() && !stderr.contains("panicked"),
+        "status {:?}, stderr: {stderr}",
+        out.status
+    );
+}
