@@ -370,6 +370,62 @@ async fn down_leaves_the_host_as_it_was() {
     );
 }
 
+/// `up --node` names a node port another process holds and stops, and `down`
+/// then leaves the host as it was. A port in the node's range taken by some
+/// process (it happened: a client's ephemeral port on the kube-proxy's healthz
+/// port, when the tests' base was in the ephemeral range) otherwise showed up
+/// as a health check that never answered, minutes later, naming no port.
+/// Negative control: without `require_free_port` for the kubelet's port,
+/// `up --node` succeeds with that port held by another process (run here: the
+/// kubelet came up beside the holder and nothing noticed), and the first
+/// assertion fails.
+#[tokio::test]
+async fn up_names_a_node_port_another_process_holds() {
+    require_node_host!();
+    let _turn = NODE_LOCK.lock().await;
+    let before = host_snapshot();
+    let env = node_env();
+    let base: u16 = env
+        .iter()
+        .find(|(k, _)| *k == "KURA_NODE_PORT_BASE")
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap();
+    // The kubelet's port (scripts/control-plane-node.sh: the base + 50).
+    let kubelet = base + 50;
+    let holder = std::net::TcpListener::bind(("127.0.0.1", kubelet))
+        .unwrap_or_else(|e| panic!("port {kubelet} must be free for this test: {e}"));
+    {
+        let plane = PrivatePlane::with_env("node-port", 8, env);
+        let started = std::time::Instant::now();
+        let out = Command::new(repo().join("scripts/control-plane.sh"))
+            .args(["up", "--node"])
+            .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "`up --node` must fail: {said}");
+        assert!(
+            said.contains(&format!("kubelet: port {kubelet}")) && said.contains("in use"),
+            "names the component and the port: {said}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "before any node health check times out: {:?}",
+            started.elapsed()
+        );
+        plane.script(&["down"]);
+    }
+    drop(holder);
+    let after = host_snapshot();
+    for (what, was) in &before {
+        assert_eq!(was, &after[what], "{what} after down differ from before up");
+    }
+}
+
 /// The operator's image is built from the release binary (scripts/images.sh):
 /// without one the test says so and returns.
 macro_rules! require_release_binary {
