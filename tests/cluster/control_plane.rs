@@ -146,7 +146,7 @@ async fn pod_security_admission_rejects_privileged_pods() {
     }
 }
 
-fn run(cmd: &mut Command) -> (bool, String) {
+pub(crate) fn run(cmd: &mut Command) -> (bool, String) {
     let out = cmd.output().expect("run command");
     let text = format!(
         "{}{}",

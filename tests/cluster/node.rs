@@ -397,17 +397,12 @@ async fn up_names_a_node_port_another_process_holds() {
     {
         let plane = PrivatePlane::with_env("node-port", 8, env);
         let started = std::time::Instant::now();
-        let out = Command::new(repo().join("scripts/control-plane.sh"))
-            .args(["up", "--node"])
-            .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str())))
-            .output()
-            .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let (ok, said) = crate::control_plane::run(
+            Command::new(repo().join("scripts/control-plane.sh"))
+                .args(["up", "--node"])
+                .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str()))),
         );
-        assert!(!out.status.success(), "`up --node` must fail: {said}");
+        assert!(!ok, "`up --node` must fail: {said}");
         assert!(
             said.contains(&format!("kubelet: port {kubelet}")) && said.contains("in use"),
             "names the component and the port: {said}"
