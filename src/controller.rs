@@ -229,8 +229,6 @@ pub(crate) fn compact_instance(instance: &mut KuraInstance) {
     instance.metadata.managed_fields = None;
 }
 
-pub(crate) use crate::cached_sts::compact as compact_stateful_set;
-
 /// The instance watch passes generation and annotation changes only: a status
 /// write must not trigger a reconcile, and a generation-only filter would drop
 /// the force annotation.
@@ -290,7 +288,7 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
     let (sts_store, stateful_sets) = reflect_observed(
         scope.api::<StatefulSet>(),
         scope.managed(),
-        compact_stateful_set,
+        crate::cached_sts::compact,
         indexed(&labelled, ChildKind::StatefulSet),
     );
     let (ing_store, ingresses) = {

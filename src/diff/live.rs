@@ -23,9 +23,7 @@ use serde_json::Value;
 use super::{fields, show};
 use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
-use crate::controller::{
-    compact_child, compact_instance, compact_managed_fields, compact_stateful_set,
-};
+use crate::controller::{compact_child, compact_instance, compact_managed_fields};
 use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
 use crate::kind::ChildKind;
 use crate::reconcile::stores::Stores;
@@ -144,7 +142,7 @@ impl LiveBuilder {
                 if let Some(hash) = hash {
                     self.live.pod_template_hashes.insert(id, hash.clone());
                 }
-                compact_stateful_set(&mut sts);
+                crate::cached_sts::compact(&mut sts);
                 w.stateful_sets.apply_watcher_event(&Event::Apply(sts));
             }
             ChildKind::Ingress => put(&mut w.ingresses, serde_json::from_value(value)?, kind),

@@ -19,7 +19,7 @@ use kura_operator::api::KuraInstance;
 use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, wait_ready};
-use crate::support::{PrivatePlane, apply_json, repo, wait_for};
+use crate::support::{PrivatePlane, apply_json, must_succeed, repo, wait_for};
 
 // A tokio mutex: the turn is held across awaits (and is not poisoned by a failed test).
 pub(crate) static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -397,11 +397,9 @@ async fn up_names_a_node_port_another_process_holds() {
     {
         let plane = PrivatePlane::with_env("node-port", 8, env);
         let started = std::time::Instant::now();
-        let (ok, said) = crate::control_plane::run(
-            Command::new(repo().join("scripts/control-plane.sh"))
-                .args(["up", "--node"])
-                .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str()))),
-        );
+        let (ok, said) = crate::control_plane::run(plane.on_this_plane(
+            Command::new(repo().join("scripts/control-plane.sh")).args(["up", "--node"]),
+        ));
         assert!(!ok, "`up --node` must fail: {said}");
         assert!(
             said.contains(&format!("kubelet: port {kubelet}")) && said.contains("in use"),
@@ -446,16 +444,9 @@ fn chart() -> String {
 /// profile. Returns its pod once Ready
 /// (the kubelet probing its /readyz), run by containerd.
 async fn operator_via_the_chart(plane: &NodePlane, client: &Client, ns: &str) -> Pod {
-    let out = Command::new(repo().join("scripts/images.sh"))
-        .args(["operator", "--import"])
-        .envs(plane.env().iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .expect("scripts/images.sh");
-    assert!(
-        out.status.success(),
-        "scripts/images.sh operator --import: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    must_succeed(plane.on_this_plane(
+        Command::new(repo().join("scripts/images.sh")).args(["operator", "--import"]),
+    ));
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
@@ -627,21 +618,11 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         .unwrap()
         .applied_revision;
     let upgraded = std::time::Instant::now();
-    helm(
+    helm_upgrade_set(
         &plane,
-        &[
-            "upgrade",
-            "kura",
-            &chart,
-            "-n",
-            ns,
-            "--reuse-values",
-            "--set",
-            "config.regions.eu-west-1.domain=upgraded.kura.example.com",
-            "--wait",
-            "--timeout",
-            "120s",
-        ],
+        &chart,
+        ns,
+        "config.regions.eu-west-1.domain=upgraded.kura.example.com",
     );
     let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> =
         Api::namespaced(client.clone(), demo);
@@ -664,22 +645,7 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
 
     // Two replicas with leader election: the leader's pod deleted, the other
     // takes over and reconciles (the Lease names the holder's pod).
-    helm(
-        &plane,
-        &[
-            "upgrade",
-            "kura",
-            &chart,
-            "-n",
-            ns,
-            "--reuse-values",
-            "--set",
-            "replicas=2",
-            "--wait",
-            "--timeout",
-            "120s",
-        ],
-    );
+    helm_upgrade_set(&plane, &chart, ns, "replicas=2");
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), ns);
     let holder = || async {
@@ -767,16 +733,31 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
 
 /// helm against `plane`; it must succeed.
 fn helm(plane: &PrivatePlane, args: &[&str]) {
-    let out = Command::new(crate::support::tool("helm"))
-        .arg("--kubeconfig")
-        .arg(plane.kubeconfig())
-        .args(args)
-        .output()
-        .expect("helm");
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    must_succeed(
+        Command::new(crate::support::tool("helm"))
+            .arg("--kubeconfig")
+            .arg(plane.kubeconfig())
+            .args(args),
+    );
+}
+
+/// `helm upgrade` of release `kura` in `ns`, its values kept but `setting`.
+fn helm_upgrade_set(plane: &PrivatePlane, chart: &str, ns: &str, setting: &str) {
+    helm(
+        plane,
+        &[
+            "upgrade",
+            "kura",
+            chart,
+            "-n",
+            ns,
+            "--reuse-values",
+            "--set",
+            setting,
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
     );
 }
 

@@ -277,6 +277,17 @@ pub const PORT_BASE_VAR: &str = "KURA_PRIVATE_PORT_BASE";
 
 /// The ports of private plane number `port_offset`: `(variable, port)` for
 /// scripts/control-plane.sh.
+/// Runs `cmd`; it must succeed (else the test fails with its command line and stderr).
+pub fn must_succeed(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn private_ports(port_offset: u16) -> Vec<(&'static str, String)> {
     let base: u16 = match std::env::var(PORT_BASE_VAR) {
         Ok(v) => v
@@ -344,16 +355,11 @@ impl PrivatePlane {
 
     /// kubectl against this plane; it must succeed.
     pub fn kubectl(&self, args: &[&str]) {
-        let out = std::process::Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .output()
-            .expect("kubectl");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        must_succeed(
+            std::process::Command::new(kubectl())
+                .arg("--kubeconfig")
+                .arg(self.kubeconfig())
+                .args(args),
         );
     }
 
@@ -364,16 +370,17 @@ impl PrivatePlane {
 
     /// scripts/control-plane.sh with `args` on this plane; it must succeed.
     pub fn script(&self, args: &[&str]) {
-        let out = std::process::Command::new(repo().join("scripts/control-plane.sh"))
-            .args(args)
-            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
-            .output()
-            .expect("control-plane.sh");
-        assert!(
-            out.status.success(),
-            "control-plane.sh {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        must_succeed(self.on_this_plane(
+            std::process::Command::new(repo().join("scripts/control-plane.sh")).args(args),
+        ));
+    }
+
+    /// `cmd` with the variables that point the scripts at this plane.
+    pub fn on_this_plane<'a>(
+        &self,
+        cmd: &'a mut std::process::Command,
+    ) -> &'a mut std::process::Command {
+        cmd.envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
