@@ -2,8 +2,7 @@
 # The real node of scripts/control-plane.sh (`up --node`), sourced by it: see the
 # header there. Every change to the host is appended to $state/node/journal before
 # it is made, and `node_down` undoes what the journal lists, so that `down` leaves
-# the machine as it was even after a failed or interrupted `up`. Facts behind the
-# configuration: shared/design/REAL-NODE.md.
+# the machine as it was even after a failed or interrupted `up`.
 
 node_components=(kube-proxy kubelet containerd kube-scheduler)
 node_dir() { echo "$state/node"; }
@@ -11,7 +10,7 @@ ctr_sock() { echo "$(node_dir)/containerd/containerd.sock"; }
 node_port() { echo $((node_port_base + $1)); }
 
 # Host paths the kubelet, containerd, the shims and CNI write to whatever their
-# configuration says (REAL-NODE.md, "Side effects to undo"): removed by `down`
+# configuration says: removed by `down`
 # if, and only if, they did not exist before the first `up --node`.
 node_host_dirs=(/var/lib/kubelet /var/log/containers /var/log/pods /usr/libexec/kubernetes /var/lib/cni
   /run/containerd /opt/containerd /etc/cni /opt/cni /run/nri /var/run/nri /etc/kubernetes /run/kubernetes)

@@ -2,7 +2,7 @@
 
 /// The one field manager for server-side apply: the operator owns exactly the
 /// fields it renders, and fields other actors write survive every re-apply
-/// (INCIDENTS.md #4).
+/// (docs/incidents.md #4).
 pub const FIELD_MANAGER: &str = "kura-operator";
 
 /// The field manager of a gateway's children (its Deployment, Service and

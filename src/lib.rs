@@ -1,5 +1,5 @@
 //! kura-operator: reconciles Kura cache instances. The revision of an instance is
-//! the content hash of its rendered manifests (see ARCHITECTURE.md).
+//! the content hash of its rendered manifests (see docs/architecture.md).
 
 pub mod api;
 pub mod cached_sts;

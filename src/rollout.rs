@@ -2,7 +2,7 @@
 //!
 //! A new operator configuration or release can give every instance a new pod
 //! template at the same moment; left alone, every StatefulSet of the fleet
-//! would restart its pods within seconds (INCIDENTS.md #4 at fleet scale). So
+//! would restart its pods within seconds (docs/incidents.md #4 at fleet scale). So
 //! such changes roll through a budget, and nothing else waits:
 //!
 //! - **Origin.** A new desired revision is the user's when the spec's
@@ -15,7 +15,7 @@
 //!   instances in scope, rounded down, at least 1) bounds the instances that
 //!   were Ready when admitted and are not Ready again. An instance that is not
 //!   Ready takes the change at once and does not count: it cannot become less
-//!   available, and the change may be its fix (INCIDENTS.md #1).
+//!   available, and the change may be its fix (docs/incidents.md #1).
 //! - **Order.** An instance first joins the queue (its record says it
 //!   waits, since when), then is admitted in a stable order: those with the
 //!   canary label first, then by namespace and name. The queue is whatever

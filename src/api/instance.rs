@@ -340,7 +340,7 @@ pub struct RetryStatus {
 }
 
 /// Take-backs of fields another manager keeps taking, counted per window, so that
-/// two writers cannot ping-pong (INCIDENTS.md #4).
+/// two writers cannot ping-pong (docs/incidents.md #4).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConflictStatus {

@@ -7,7 +7,7 @@
 //!
 //! `--show-diff` compares these with the desired manifest, so a label or field
 //! another manager added never shows as a difference: the operator never sends
-//! it, and server-side apply leaves it alone (INCIDENTS.md #4).
+//! it, and server-side apply leaves it alone (docs/incidents.md #4).
 
 use serde_json::{Map, Value};
 

@@ -1,5 +1,5 @@
 //! `apply`: server-side apply of the objects `plan` chose, under one field
-//! manager. Fields other actors own are left alone (INCIDENTS.md #4); fields we
+//! manager. Fields other actors own are left alone (docs/incidents.md #4); fields we
 //! render are ours (`force`). An object the caches do not show is created with
 //! a create-only apply, which the apiserver refuses when the name is taken: an
 //! existing object is never taken over unless it is this instance's own (the

@@ -4,7 +4,7 @@
 //! Re-apply happens on a missing applied revision, a revision change, image drift,
 //! a missing child, a child carrying another revision, a field taken by another
 //! manager, or a new force token — in every phase. Activation progress, retry
-//! state or an in-flight wait never suppress it (INCIDENTS.md #1, #3); they only
+//! state or an in-flight wait never suppress it (docs/incidents.md #1, #3); they only
 //! decide *when* a failing apply is retried (#2).
 //!
 //! Only what differs is sent: a force token (or a first apply) sends every
@@ -121,7 +121,7 @@ pub struct RetryPolicy {
     pub transient_report_after: Duration,
 }
 
-/// A small configured window must not make a stalled instance hot (INCIDENTS.md #2).
+/// A small configured window must not make a stalled instance hot (docs/incidents.md #2).
 pub const MIN_STALL_WINDOW: Duration = Duration::from_secs(60);
 
 impl Default for RetryPolicy {
@@ -219,7 +219,7 @@ impl ApplyReason {
     }
 
     /// Another writer undid what this operator wrote: taking it back counts
-    /// against the conflict window (no ping-pong, INCIDENTS.md #4).
+    /// against the conflict window (no ping-pong, docs/incidents.md #4).
     pub fn is_contested(&self) -> bool {
         matches!(
             self,

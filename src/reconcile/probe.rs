@@ -1,6 +1,6 @@
 //! `probe`: is the applied revision active? The workload must be available and
 //! every ingress must have an address. When it is not, the reason names the object
-//! and the cause (INCIDENTS.md #1: "class X has no controller", not a timeout).
+//! and the cause (docs/incidents.md #1: "class X has no controller", not a timeout).
 
 use std::sync::Arc;
 

@@ -212,7 +212,7 @@ pub fn pod_template(instance: &ValidatedInstance) -> PodTemplate {
 }
 
 /// Stamp the hash of the pod-relevant inputs into the template: a change of it is
-/// what rolls the pods, and nothing else does (INCIDENTS.md #4).
+/// what rolls the pods, and nothing else does (docs/incidents.md #4).
 pub fn annotate_pod_template(template: &mut PodTemplate, pod_template_hash: &str) {
     template.metadata.annotations =
         Some([(ANNOTATION_POD_TEMPLATE_HASH, pod_template_hash.to_string())].into());

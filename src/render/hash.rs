@@ -191,7 +191,7 @@ pub fn revision<'a>(objects: impl Iterator<Item = (&'a ObjectId, &'a str)>) -> S
 
 /// Hash of the pod-relevant inputs only: the pod template and the configuration
 /// the pods mount. A change elsewhere (an ingress class, a PDB) leaves it alone,
-/// so it does not roll the pods (INCIDENTS.md #4).
+/// so it does not roll the pods (docs/incidents.md #4).
 pub fn pod_template_hash(template: &PodTemplate, data: &ConfigData) -> String {
     let write = |bytes: &mut Vec<u8>| {
         write_typed(template, bytes);

@@ -373,7 +373,7 @@ fn rejects_memory_limit_below_request() {
     );
 }
 
-/// INCIDENTS.md #1: a dedicated gateway can never bind :80/:443 on a bare-metal node.
+/// docs/incidents.md #1: a dedicated gateway can never bind :80/:443 on a bare-metal node.
 #[test]
 fn rejects_dedicated_gateway_in_a_host_network_region() {
     let edit = |i: &mut KuraInstance| {

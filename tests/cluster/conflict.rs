@@ -1,4 +1,4 @@
-//! Two writers, one field (INCIDENTS.md #4) against the real control plane:
+//! Two writers, one field (docs/incidents.md #4) against the real control plane:
 //! another field manager keeps force-applying a field this operator renders. The
 //! operator's policy is explicit — it takes the field back and says so in an
 //! Event naming the other manager — and it does not ping-pong: at most three

@@ -1,6 +1,6 @@
 //! Drift against the real control plane: a deleted child comes back, an
 //! out-of-band edit of a field the operator renders is restored, a field another
-//! manager owns survives a re-apply (INCIDENTS.md #4), and a change that does not
+//! manager owns survives a re-apply (docs/incidents.md #4), and a change that does not
 //! concern the pods (the ingress class) does not roll them.
 
 use std::time::Duration;

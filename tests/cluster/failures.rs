@@ -1,4 +1,4 @@
-//! Errors reach status (INCIDENTS.md #2): a webhook that is down, a policy that
+//! Errors reach status (docs/incidents.md #2): a webhook that is down, a policy that
 //! refuses a deletion, a forced re-apply that is rejected, a status written from
 //! the end of time. Each is real admission control of the real apiserver.
 

@@ -1,4 +1,4 @@
-//! INCIDENTS.md #1, replayed against the real control plane: an instance wedged
+//! docs/incidents.md #1, replayed against the real control plane: an instance wedged
 //! in activation behind a dedicated gateway is re-applied when the operator
 //! configuration moves its region to the shared class — with no image change and
 //! no manual step — and the orphaned gateway is garbage-collected.

@@ -1,4 +1,4 @@
-//! INCIDENTS.md #4's last line against the real control plane: a converged, idle
+//! docs/incidents.md #4's last line against the real control plane: a converged, idle
 //! fleet costs zero mutating API requests. Counted from the apiserver's own audit
 //! log, and by resourceVersions.
 

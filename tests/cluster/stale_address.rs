@@ -1,7 +1,7 @@
 //! No Ready from a stale address. An Ingress moved to another class keeps the
 //! address its old controller wrote (controllers do not clear what they stop
 //! serving); counted as an address of the new class, it would report Ready an
-//! instance that nothing serves (INCIDENTS.md #1).
+//! instance that nothing serves (docs/incidents.md #1).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! INCIDENTS.md #2 against the real control plane: an apply the apiserver keeps
+//! docs/incidents.md #2 against the real control plane: an apply the apiserver keeps
 //! rejecting reaches an explicit Stalled state with the last error, does not
 //! hot-loop, is retried by a force token, and recovers at once when the spec is
 //! fixed.

@@ -1,5 +1,5 @@
 //! Who else holds a field this operator renders, read from an object's
-//! managedFields (INCIDENTS.md #4: name the other writer, exactly).
+//! managedFields (docs/incidents.md #4: name the other writer, exactly).
 //!
 //! A rival is another manager of the object's spec or metadata, including one
 //! that wrote through the scale subresource (`kubectl scale`); status writers

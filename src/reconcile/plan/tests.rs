@@ -122,7 +122,7 @@ fn nothing_applied_yet_is_initial_and_sends_everything_as_creates() {
 
 #[test]
 fn manifest_drift_applies_in_every_phase_including_wedged_activation() {
-    // INCIDENTS.md #1: the drift check must not be skipped while activation waits.
+    // docs/incidents.md #1: the drift check must not be skipped while activation waits.
     let old = desired("r1", "img:1");
     let new = desired("r2", "img:1");
     for phase in [

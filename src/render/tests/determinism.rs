@@ -1,5 +1,5 @@
 //! The same input renders the same bytes, whatever the order of map keys in the
-//! YAML it came from and whatever the order of set-like lists (STYLE.md #3). Env
+//! YAML it came from and whatever the order of set-like lists. Env
 //! order is the exception that proves it: it is meaningful, so it counts.
 
 use serde_yaml::{Mapping, Value};

@@ -1,4 +1,4 @@
-//! INCIDENTS.md #1, the founding incident, as a pure test: a renderer change moved
+//! docs/incidents.md #1, the founding incident, as a pure test: a renderer change moved
 //! bare-metal regions from a dedicated gateway to the shared ingress class, the image
 //! stayed the same, and nothing noticed. Here the same move is a configuration change
 //! (the region becomes `host`), and the revision must notice it.
@@ -57,6 +57,6 @@ fn founding_incident_auto_instance_moving_from_cloud_to_host_region_changes_revi
     expected.retain(|id| id.kind != crate::kind::ChildKind::KuraGateway);
     assert_eq!(ids(&after), expected);
 
-    // An ingress class is nothing a pod cares about: the pods must not roll (INCIDENTS.md #4).
+    // An ingress class is nothing a pod cares about: the pods must not roll (docs/incidents.md #4).
     assert_eq!(before.pod_template_hash, after.pod_template_hash);
 }

@@ -1,6 +1,6 @@
 //! Properties of the revision over generated inputs: any change of a rendered input
-//! changes it (so no change can slip through as in INCIDENTS.md #1), and the pod
-//! template hash moves only with what the pods see (INCIDENTS.md #4).
+//! changes it (so no change can slip through as in docs/incidents.md #1), and the pod
+//! template hash moves only with what the pods see (docs/incidents.md #4).
 
 use proptest::prelude::*;
 

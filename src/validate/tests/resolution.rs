@@ -9,7 +9,7 @@ fn accepted(edit: impl FnOnce(&mut KuraInstance)) -> ValidatedInstance {
     validate(&valid, &config()).expect("the edited instance must be valid")
 }
 
-/// INCIDENTS.md #1: Auto in a bare-metal region must land on the shared class.
+/// docs/incidents.md #1: Auto in a bare-metal region must land on the shared class.
 #[test]
 fn auto_resolves_to_the_shared_class_in_a_host_region() {
     let v = accepted(|i| i.spec.region = "fra-metal".into());
