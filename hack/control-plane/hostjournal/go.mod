@@ -1,0 +1,3 @@
+module kura.dev/hack/control-plane/hostjournal
+
+go 1.26.0
