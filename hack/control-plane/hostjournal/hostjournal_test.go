@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func must(t *testing.T, err error) {
 func up(t *testing.T, n *Node) {
 	t.Helper()
 	must(t, n.Dirs(state, "/var/lib/kubelet", "/var/log/containers", "/opt/cni"))
-	must(t, n.Mounts(state, "/var/lib/kubelet"))
+	must(t, n.Mounts(state))
 	must(t, n.Cgroups("/sys/fs/cgroup", "kubepods"))
 	must(t, n.NftTables("ip/filter", "ip/nat", "ip/mangle"))
 	must(t, n.Chains("KUBE-", "filter", "nat", "mangle"))
@@ -542,5 +543,32 @@ func TestCommandLine(t *testing.T) {
 	}
 	if rc := run([]string{"-journal", p, "frobnicate"}, h); rc != 2 {
 		t.Errorf("unknown verb: exit %d", rc)
+	}
+}
+
+// What is named after the node's containers (journaled by `down` while its
+// containerd runs) is the node's: CNI result caches, runc state, shim sockets.
+func TestFilesNamedAfterTheNodesContainersAreRemoved(t *testing.T) {
+	h := before()
+	h.mkdirAll("/run")
+	n := newNode(t, h)
+	must(t, n.Dirs(state, "/var/lib/cni", "/run/containerd"))
+	sandbox := strings.Repeat("ab", 32)
+	other := strings.Repeat("cd", 32)
+	sock := state + "/containerd/containerd.sock"
+	h.file("/var/lib/cni/results/kura-" + sandbox + "-eth0")
+	h.file("/var/lib/cni/results/other-" + other + "-eth0") // another runtime's pod
+	h.file("/run/containerd/runc/k8s.io/" + sandbox + "/state.json")
+	h.file(fmt.Sprintf("/run/containerd/s/%x", sha256.Sum256([]byte(sock+"/k8s.io/"+sandbox))))
+	must(t, n.Containers(sock, sandbox))
+	left := n.Undo()
+	if h.Exists("/run/containerd") {
+		t.Errorf("/run/containerd left: %q", left)
+	}
+	if !h.Exists("/var/lib/cni/results/other-"+other+"-eth0") || h.Exists("/var/lib/cni/results/kura-"+sandbox+"-eth0") {
+		t.Errorf("wrong CNI results removed")
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "other-"+other) {
+		t.Errorf("report: %q", left)
 	}
 }

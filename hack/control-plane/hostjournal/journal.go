@@ -39,6 +39,13 @@ const (
 	KindRoute = "route"
 	// KindRule: an iptables rule `up` inserted (Family, Table, Chain, Rule).
 	KindRule = "iptables-rule"
+	// KindContainers: not a change but what undo needs to know to tell the
+	// node's files from others': the ids (Existing) of the containers and pod
+	// sandboxes of the node's containerd (listening on Path), journaled by
+	// `down` while it still runs. A file named after one of them in a
+	// journaled directory (a CNI result cache, a runc state directory, a shim
+	// socket) is the node's.
+	KindContainers = "containers"
 )
 
 // Entry is one host change. Which fields are set depends on Kind.
@@ -80,6 +87,8 @@ func (e Entry) identity() string {
 		return e.Kind + " " + e.Dst
 	case KindRule:
 		return e.Kind + " " + e.Family + " " + e.Table + " " + e.Chain + " " + strings.Join(e.Rule, "\x00")
+	case KindContainers:
+		return e.Kind + " " + e.Path + " " + strings.Join(e.Existing, " ")
 	}
 	return e.Kind
 }
@@ -99,6 +108,8 @@ func (e Entry) String() string {
 		return "route " + e.Dst + " dev " + e.Dev
 	case KindRule:
 		return fmt.Sprintf("%s rule -t %s -A %s %s", e.Family, e.Table, e.Chain, strings.Join(e.Rule, " "))
+	case KindContainers:
+		return fmt.Sprintf("containers of %s: %d", e.Path, len(e.Existing))
 	}
 	return e.Kind
 }

@@ -5,7 +5,7 @@
 // journaled before it is made; `undo` reverses exactly what the journal lists,
 // last first (see Undo for what "exactly" means for each kind).
 //
-//	hostjournal -journal FILE dirs -owned STATE PATH...   journal PATHs absent now
+//	hostjournal -journal FILE dirs -owned STATE PATH...   journal PATHs absent now (and mounts under them)
 //	hostjournal -journal FILE mounts PATH...              journal the mounts under PATHs now
 //	hostjournal -journal FILE cgroups ROOT PREFIX         journal ROOT's PREFIX* cgroups now
 //	hostjournal -journal FILE nft-tables FAMILY/TABLE...  journal nftables tables absent now
@@ -14,6 +14,7 @@
 //	hostjournal -journal FILE bridge NAME ADDR/LEN        journal, then create (if absent), address, up
 //	hostjournal -journal FILE route DST DEV               journal, then route DST to DEV
 //	hostjournal -journal FILE iptables-rule FAMILY TABLE CHAIN ARG...  journal, then insert
+//	hostjournal -journal FILE containers ADDRESS ID...    journal the node's container ids (for undo)
 //	hostjournal -journal FILE has bridge NAME             exit 0 if this journal made the bridge
 //	hostjournal -journal FILE show                        the entries, one a line
 //	hostjournal -journal FILE undo                        undo, last first; exit 3 if some were left
@@ -33,7 +34,7 @@ func main() {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: hostjournal -journal FILE dirs|mounts|cgroups|nft-tables|iptables-chains|sysctl|bridge|route|iptables-rule|has|show|undo ARGS...")
+	fmt.Fprintln(os.Stderr, "usage: hostjournal -journal FILE dirs|mounts|cgroups|nft-tables|iptables-chains|sysctl|bridge|route|iptables-rule|containers|has|show|undo ARGS...")
 	return 2
 }
 
@@ -125,6 +126,11 @@ func dispatch(n *Node, verb string, a []string) error {
 			return errUsage
 		}
 		return n.Rule(a[0], a[1], a[2], a[3:])
+	case "containers":
+		if len(a) < 1 {
+			return errUsage
+		}
+		return n.Containers(a[0], a[1:]...)
 	case "has":
 		if len(a) != 2 || a[0] != KindBridge {
 			return errUsage

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"path"
 	"sort"
@@ -24,7 +25,8 @@ func (n *Node) logf(format string, args ...any) {
 
 // Dirs journals each path that does not exist yet: the node's processes may
 // create it, and undo then removes what they left there. Symlinks in it that
-// point under owned (the plane's state directory) are the node's too.
+// point under owned (the plane's state directory) are the node's too, and so
+// is every mount that appears under it (journaled after it: unmounted first).
 func (n *Node) Dirs(owned string, paths ...string) error {
 	for _, p := range paths {
 		e := Entry{Kind: KindDir, Path: path.Clean(p), Owned: owned}
@@ -32,6 +34,9 @@ func (n *Node) Dirs(owned string, paths ...string) error {
 			continue
 		}
 		if _, err := n.J.Record(e); err != nil {
+			return err
+		}
+		if err := n.Mounts(p); err != nil {
 			return err
 		}
 	}
@@ -231,6 +236,49 @@ func (n *Node) Rule(family, table, chain string, rule []string) error {
 	}
 	_, err = n.Host.Run(cmd, append([]string{"-t", table, "-I", chain}, rule...)...)
 	return err
+}
+
+// Containers journals the ids of the node's containers and pod sandboxes
+// (containerd at address, namespace k8s.io).
+func (n *Node) Containers(address string, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	sort.Strings(ids)
+	_, err := n.J.Record(Entry{Kind: KindContainers, Path: address, Existing: ids})
+	return err
+}
+
+// ownedNames are the file names that are the node's wherever they are in a
+// journaled directory: its containers' ids, and the names of their shims'
+// sockets (containerd's shim.SocketAddress: the sha256 of the containerd
+// address, the namespace and the id, under /run/containerd/s).
+func (n *Node) ownedNames() map[string]bool {
+	names := map[string]bool{}
+	for _, e := range n.J.Entries {
+		if e.Kind != KindContainers {
+			continue
+		}
+		for _, id := range e.Existing {
+			names[id] = true
+			names[fmt.Sprintf("%x", sha256.Sum256([]byte(path.Join(e.Path, "k8s.io", id))))] = true
+		}
+	}
+	return names
+}
+
+// ownedName: a name that is, or contains, one of the node's ids (the CNI cache
+// names its results NETWORK-ID-IFNAME).
+func ownedName(name string, names map[string]bool) bool {
+	if names[name] {
+		return true
+	}
+	for id := range names {
+		if len(id) >= 32 && strings.Contains(name, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // mountPoints reads /proc/self/mountinfo.

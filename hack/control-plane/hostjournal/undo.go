@@ -12,9 +12,11 @@ import (
 //
 //   - a sysctl is restored only while it still has the value `up` set (another
 //     value means someone changed it since: left alone, reported);
-//   - a directory loses only empty directories and symlinks into the plane's
-//     state; anything else in it was not made by the node's processes, and
-//     the directory stays (reported);
+//   - a directory (absent before `up`) loses only what the node's processes
+//     made there: empty directories, symlinks into the plane's state, and
+//     what is named after one of the node's containers (see KindContainers);
+//     anything else was made by someone else, and stays with the directories
+//     that hold it (reported);
 //   - iptables chains go only if named with the journaled prefix (KUBE-) and
 //     absent before `up` (created by the kube-proxy and kubelet `up`
 //     started), with the rules elsewhere that jump to them; chains that were
@@ -48,6 +50,8 @@ func (n *Node) Undo() []string {
 			l = n.undoMounts(e)
 		case KindDir:
 			l = n.undoDir(e)
+		case KindContainers:
+			// Knowledge for undoDir, nothing to undo.
 		default:
 			l = []string{fmt.Sprintf("%s: unknown kind of change, left alone", e.Kind)}
 		}
@@ -304,7 +308,7 @@ func (n *Node) undoDir(e Entry) []string {
 		return nil
 	}
 	var foreign []string
-	empty := n.clean(e.Path, e.Owned, &foreign)
+	empty := n.clean(e.Path, e.Owned, n.ownedNames(), false, &foreign)
 	if empty {
 		if err := n.Host.Remove(e.Path); err != nil {
 			return []string{fmt.Sprintf("%s: %v", e, err)}
@@ -319,10 +323,11 @@ func (n *Node) undoDir(e Entry) []string {
 		e, strings.Join(shown, ", "))}
 }
 
-// clean removes, under dir, the empty directories and the symlinks into
-// owned; it collects everything else in foreign and reports whether dir is
-// now empty.
-func (n *Node) clean(dir, owned string, foreign *[]string) bool {
+// clean removes, under dir, the empty directories, the symlinks into owned
+// and what is named after one of the node's containers (all of it when ours:
+// dir itself is named so); it collects everything else in foreign and reports
+// whether dir is now empty.
+func (n *Node) clean(dir, owned string, names map[string]bool, ours bool, foreign *[]string) bool {
 	es, err := n.Host.ReadDir(dir)
 	if err != nil {
 		*foreign = append(*foreign, fmt.Sprintf("%s (%v)", dir, err))
@@ -331,25 +336,28 @@ func (n *Node) clean(dir, owned string, foreign *[]string) bool {
 	empty := true
 	for _, c := range es {
 		p := path.Join(dir, c.Name)
+		named := ours || ownedName(c.Name, names)
 		switch {
 		case c.Link:
 			t, err := n.Host.Readlink(p)
 			if err == nil && !path.IsAbs(t) {
 				t = path.Join(dir, t)
 			}
-			if err == nil && owned != "" && (t == owned || strings.HasPrefix(t, strings.TrimSuffix(owned, "/")+"/")) {
-				if n.Host.Remove(p) == nil {
-					continue
-				}
+			into := err == nil && owned != "" && (t == owned || strings.HasPrefix(t, strings.TrimSuffix(owned, "/")+"/"))
+			if (named || into) && n.Host.Remove(p) == nil {
+				continue
 			}
 			*foreign = append(*foreign, p)
 			empty = false
 		case c.Dir:
-			if n.clean(p, owned, foreign) && n.Host.Remove(p) == nil {
+			if n.clean(p, owned, names, named, foreign) && n.Host.Remove(p) == nil {
 				continue
 			}
 			empty = false
 		default:
+			if named && n.Host.Remove(p) == nil {
+				continue
+			}
 			*foreign = append(*foreign, p)
 			empty = false
 		}
