@@ -38,7 +38,7 @@ func must(t *testing.T, err error) {
 // scripts/control-plane-node.sh does.
 func up(t *testing.T, n *Node) {
 	t.Helper()
-	must(t, n.Dirs(state, "/var/lib/kubelet", "/var/log/containers", "/opt/cni"))
+	must(t, n.Dirs(state, []string{"/var/lib/kubelet/device-plugins/kubelet.sock"}, "/var/lib/kubelet", "/var/log/containers", "/opt/cni"))
 	must(t, n.Mounts(state))
 	must(t, n.Cgroups("/sys/fs/cgroup", "kubepods"))
 	must(t, n.NftTables("ip/filter", "ip/nat", "ip/mangle"))
@@ -68,6 +68,7 @@ func node(h *fakeHost) {
 	h.mkdirAll("/sys/fs/cgroup/cpu/kubepods/besteffort")
 	h.symlink("/var/log/containers/standin_ns_standin-1.log", state+"/pod-logs/ns_standin_1/standin/0.log")
 	h.mkdirAll("/var/lib/kubelet/plugins_registry")
+	h.file("/var/lib/kubelet/device-plugins/kubelet.sock")
 	h.mkdirAll("/opt/cni/net.d")
 	h.nft["ip filter"] = emptyNft
 	h.nft["ip mangle"] = strings.ReplaceAll(emptyNft, `"filter"`, `"mangle"`)
@@ -274,7 +275,7 @@ func TestDirectoryThereBeforeUpIsNotJournaled(t *testing.T) {
 	h := before()
 	h.file("/opt/cni/bin/loopback")
 	n := newNode(t, h)
-	must(t, n.Dirs(state, "/opt/cni"))
+	must(t, n.Dirs(state, nil, "/opt/cni"))
 	node(h)
 	if len(n.J.Entries) != 0 {
 		t.Fatalf("journaled %v", n.J.Entries)
@@ -552,7 +553,7 @@ func TestFilesNamedAfterTheNodesContainersAreRemoved(t *testing.T) {
 	h := before()
 	h.mkdirAll("/run")
 	n := newNode(t, h)
-	must(t, n.Dirs(state, "/var/lib/cni", "/run/containerd"))
+	must(t, n.Dirs(state, nil, "/var/lib/cni", "/run/containerd"))
 	sandbox := strings.Repeat("ab", 32)
 	other := strings.Repeat("cd", 32)
 	sock := state + "/containerd/containerd.sock"

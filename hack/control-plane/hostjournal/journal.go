@@ -15,7 +15,9 @@ import (
 const (
 	// KindDir: a host directory that did not exist before `up`, which the node's
 	// processes (kubelet, containerd, CNI) may create. Undo removes what they
-	// left there (see undoDir), never a file it cannot tell is theirs.
+	// left there (see undoDir), never a file it cannot tell is theirs. Made
+	// lists files under it at paths the node's processes hard-code (the
+	// kubelet's device plugin socket): made by nobody else.
 	KindDir = "dir"
 	// KindMounts: mount points that appear at or under Path after `up` are the
 	// node's (network namespaces, container root filesystems, pod volumes);
@@ -53,6 +55,7 @@ type Entry struct {
 	Kind     string   `json:"kind"`
 	Path     string   `json:"path,omitempty"`
 	Owned    string   `json:"owned,omitempty"`
+	Made     []string `json:"made,omitempty"`
 	Existing []string `json:"existing,omitempty"`
 	Prefix   string   `json:"prefix,omitempty"`
 	Family   string   `json:"family,omitempty"`

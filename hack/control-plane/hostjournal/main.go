@@ -5,7 +5,8 @@
 // journaled before it is made; `undo` reverses exactly what the journal lists,
 // last first (see Undo for what "exactly" means for each kind).
 //
-//	hostjournal -journal FILE dirs -owned STATE PATH...   journal PATHs absent now (and mounts under them)
+//	hostjournal -journal FILE dirs -owned STATE [-made FILE]... PATH...
+//	                                                      journal PATHs absent now (and mounts under them)
 //	hostjournal -journal FILE mounts PATH...              journal the mounts under PATHs now
 //	hostjournal -journal FILE cgroups ROOT PREFIX         journal ROOT's PREFIX* cgroups now
 //	hostjournal -journal FILE nft-tables FAMILY/TABLE...  journal nftables tables absent now
@@ -85,7 +86,12 @@ func dispatch(n *Node, verb string, a []string) error {
 		if len(a) < 2 || a[0] != "-owned" {
 			return errUsage
 		}
-		return n.Dirs(a[1], a[2:]...)
+		owned, rest := a[1], a[2:]
+		var made []string
+		for len(rest) >= 2 && rest[0] == "-made" {
+			made, rest = append(made, rest[1]), rest[2:]
+		}
+		return n.Dirs(owned, made, rest...)
 	case "mounts":
 		return n.Mounts(a...)
 	case "cgroups":

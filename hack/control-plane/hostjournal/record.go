@@ -25,11 +25,17 @@ func (n *Node) logf(format string, args ...any) {
 
 // Dirs journals each path that does not exist yet: the node's processes may
 // create it, and undo then removes what they left there. Symlinks in it that
-// point under owned (the plane's state directory) are the node's too, and so
-// is every mount that appears under it (journaled after it: unmounted first).
-func (n *Node) Dirs(owned string, paths ...string) error {
+// point under owned (the plane's state directory) are the node's too, as are
+// the files at the paths in made, and every mount that appears under it
+// (journaled after it: unmounted first).
+func (n *Node) Dirs(owned string, made []string, paths ...string) error {
 	for _, p := range paths {
 		e := Entry{Kind: KindDir, Path: path.Clean(p), Owned: owned}
+		for _, m := range made {
+			if strings.HasPrefix(path.Clean(m), e.Path+"/") {
+				e.Made = append(e.Made, path.Clean(m))
+			}
+		}
 		if n.J.Has(e) || n.Host.Exists(p) {
 			continue
 		}

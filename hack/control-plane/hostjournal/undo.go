@@ -13,8 +13,9 @@ import (
 //   - a sysctl is restored only while it still has the value `up` set (another
 //     value means someone changed it since: left alone, reported);
 //   - a directory (absent before `up`) loses only what the node's processes
-//     made there: empty directories, symlinks into the plane's state, and
-//     what is named after one of the node's containers (see KindContainers);
+//     made there: empty directories, symlinks into the plane's state, files
+//     at the paths they hard-code (Made), and what is named after one of the
+//     node's containers (see KindContainers);
 //     anything else was made by someone else, and stays with the directories
 //     that hold it (reported);
 //   - iptables chains go only if named with the journaled prefix (KUBE-) and
@@ -308,7 +309,11 @@ func (n *Node) undoDir(e Entry) []string {
 		return nil
 	}
 	var foreign []string
-	empty := n.clean(e.Path, e.Owned, n.ownedNames(), false, &foreign)
+	names := n.ownedNames()
+	for _, m := range e.Made {
+		names[m] = true
+	}
+	empty := n.clean(e.Path, e.Owned, names, false, &foreign)
 	if empty {
 		if err := n.Host.Remove(e.Path); err != nil {
 			return []string{fmt.Sprintf("%s: %v", e, err)}
@@ -336,7 +341,7 @@ func (n *Node) clean(dir, owned string, names map[string]bool, ours bool, foreig
 	empty := true
 	for _, c := range es {
 		p := path.Join(dir, c.Name)
-		named := ours || ownedName(c.Name, names)
+		named := ours || names[p] || ownedName(c.Name, names)
 		switch {
 		case c.Link:
 			t, err := n.Host.Readlink(p)
