@@ -1,8 +1,12 @@
 # shellcheck shell=bash
 # The real node of scripts/control-plane.sh (`up --node`), sourced by it: see the
-# header there. Every change to the host is appended to $state/node/journal before
-# it is made, and `node_down` undoes what the journal lists, so that `down` leaves
-# the machine as it was even after a failed or interrupted `up`.
+# header there. Bash orchestrates (build, certificates, start, stop); every change
+# to the host is made, or observed before the node's processes make it, by
+# hack/control-plane/hostjournal, which appends it to $state/node/host-journal.jsonl
+# first, and `node_down` has it undo exactly what the journal lists, last first,
+# so that `down` leaves the machine as it was even after a failed or interrupted
+# `up`, and touches nothing that is not the node's (see Undo in
+# hack/control-plane/hostjournal/undo.go for what that means for each kind).
 
 node_components=(kube-proxy kubelet containerd kube-scheduler)
 node_dir() { echo "$state/node"; }
@@ -10,27 +14,37 @@ ctr_sock() { echo "$(node_dir)/containerd/containerd.sock"; }
 node_port() { echo $((node_port_base + $1)); }
 
 # Host paths the kubelet, containerd, the shims and CNI write to whatever their
-# configuration says: removed by `down`
-# if, and only if, they did not exist before the first `up --node`.
+# configuration says: journaled if they do not exist before the first `up
+# --node`; `down` then removes what the node left in them, and keeps (and
+# reports) anything else.
 node_host_dirs=(/var/lib/kubelet /var/log/containers /var/log/pods /usr/libexec/kubernetes /var/lib/cni
   /run/containerd /opt/containerd /etc/cni /opt/cni /run/nri /var/run/nri /etc/kubernetes /run/kubernetes)
-# Kernel settings the bridge plugin, the kubelet or kube-proxy may change.
-node_sysctls=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
-  vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
-  kernel.keys.root_maxbytes net.ipv4.conf.all.route_localnet net.netfilter.nf_conntrack_max
-  net.netfilter.nf_conntrack_tcp_timeout_established net.netfilter.nf_conntrack_tcp_timeout_close_wait)
+# Kernel settings the node needs, set (and journaled) by `up` before its
+# processes start: the values the kubelet sets itself (setupKernelTunables in
+# pkg/kubelet/cm, so that it finds them set and changes nothing), IP forwarding
+# (the bridge plugin's isGateway turns it on at the first pod) and bridged
+# traffic through iptables (kube-proxy's Services between pods of one bridge).
+# `down` restores each only if it still has the value `up` set. kube-proxy's
+# own sysctls (route_localnet, conntrack) are left unchanged by its configuration.
+node_sysctls=(net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1
+  kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000)
 
-journal() {
-  local j; j="$(node_dir)/journal"
-  grep -qxF -- "$*" "$j" 2>/dev/null || echo "$*" >> "$j"
+# hack/control-plane/hostjournal on this plane's journal (built on first use, so
+# that `down` works from a cache that lost it).
+host_journal() {
+  local hj; hj="$(node_bindir hostjournal)/hostjournal"
+  [ -x "$hj" ] || build_node_module hostjournal "" . >&2
+  "$hj" -journal "$(node_dir)/host-journal.jsonl" "$@"
 }
-journaled() { grep -qxF -- "$*" "$(node_dir)/journal" 2>/dev/null; }
 
 node_requirements() {
   [ "$(id -u)" = 0 ] || die "a node needs root (network, mounts, cgroups)"
   local missing=()
   command -v runc >/dev/null || missing+=(runc)
   command -v iptables >/dev/null || missing+=(iptables)
+  # To remove the nftables tables iptables-nft creates (and only when empty).
+  command -v nft >/dev/null || missing+=(nftables)
   if [ ${#missing[@]} -gt 0 ]; then
     # Debian packages, as the rest of the machine's tools: no binary downloads.
     log "installing ${missing[*]} (apt-get)"
@@ -39,9 +53,11 @@ node_requirements() {
       || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } \
       || die "a node needs ${missing[*]}: apt-get install ${missing[*]} failed"
   fi
-  ip link show "$node_bridge" >/dev/null 2>&1 && ! journaled "link $node_bridge" \
+  local ours=0
+  if host_journal has bridge "$node_bridge"; then ours=1; fi
+  ip link show "$node_bridge" >/dev/null 2>&1 && [ $ours = 0 ] \
     && die "bridge $node_bridge exists and is not this plane's (another node plane? set KURA_NODE_BRIDGE)"
-  if ! journaled "link $node_bridge"; then
+  if [ $ours = 0 ]; then
     local used
     used=$(ip -4 route show | awk -v a="${node_pod_cidr%/*}" -v b="${node_service_cidr%/*}" '$1 ~ "^("a"|"b")" {print}')
     [ -z "$used" ] || die "$node_pod_cidr or $node_service_cidr is already routed here ($used): set KURA_NODE_POD_CIDR/KURA_NODE_SERVICE_CIDR"
@@ -56,48 +72,32 @@ node_prepare() {
   node_requirements
   mkdir -p "$(node_dir)"
   touch "$(node_dir)/enabled"
-  local d
-  if ! journaled "snapshot"; then
-    for d in "${node_host_dirs[@]}"; do
-      [ -e "$d" ] || [ -L "$d" ] || journal "dir $d"
-    done
-    local k v
-    for k in "${node_sysctls[@]}"; do
-      v=$(sysctl -n "$k" 2>/dev/null) && journal "sysctl $k $v"
-    done
-    # The kubelet creates its pod cgroups in every hierarchy; remember which exist.
-    find /sys/fs/cgroup -maxdepth 3 -type d -name 'kubepods*' > "$(node_dir)/cgroups-before" 2>/dev/null || true
-    # iptables-nft creates the nftables tables it is first asked about; the ones
-    # not there before are removed by `down` once empty.
-    if command -v nft >/dev/null; then
-      local t
-      for t in "ip filter" "ip nat" "ip mangle" "ip raw" "ip6 filter" "ip6 nat" "ip6 mangle" "ip6 raw"; do
-        nft list table $t >/dev/null 2>&1 || journal "nft-table $t"
-      done
-    fi
-    journal "snapshot"
-  fi
+  # What the node's processes will change on their own, as it is before they
+  # start (a later `up` of the same plane journals nothing again): the host
+  # directories that do not exist yet (and mounts under them; the kubelet
+  # hard-codes its device plugin socket's path), mounts under the
+  # node's state, the pod cgroups, the nftables tables that iptables-nft
+  # creates when first asked about them (so journaled before any iptables
+  # listing), and the iptables chains: the KUBE-* chains that appear later are
+  # kube-proxy's and the kubelet's, which `up` starts.
+  host_journal dirs -owned "$state" -made /var/lib/kubelet/device-plugins/kubelet.sock "${node_host_dirs[@]}"
+  host_journal mounts "$(node_dir)"
+  host_journal cgroups /sys/fs/cgroup kubepods
+  host_journal nft-tables ip/filter ip/nat ip/mangle ip/raw ip6/filter ip6/nat ip6/mangle ip6/raw
+  host_journal iptables-chains KUBE- filter nat mangle raw
+  host_journal sysctl "${node_sysctls[@]}"
   node_network
   node_pki
 }
 
 node_network() {
   # No uplink: nothing but the pods' veths ever joins this bridge.
-  if ! ip link show "$node_bridge" >/dev/null 2>&1; then
-    journal "link $node_bridge"
-    ip link add "$node_bridge" type bridge
-  fi
-  ip addr replace "$node_ip/${node_pod_cidr#*/}" dev "$node_bridge"
-  ip link set "$node_bridge" up
+  host_journal bridge "$node_bridge" "$node_ip/${node_pod_cidr#*/}"
   # Service addresses go to the bridge (kube-proxy rewrites them there), never
   # out through the default route.
-  journal "route $node_service_cidr"
-  ip route replace "$node_service_cidr" dev "$node_bridge"
+  host_journal route "$node_service_cidr" "$node_bridge"
   # The guard: whatever a pod sends that would leave through another interface is dropped.
-  local guard=(FORWARD -i "$node_bridge" ! -o "$node_bridge" -j DROP)
-  journal "guard ${guard[*]}"
-  iptables -t mangle -C "${guard[@]}" 2>/dev/null || iptables -t mangle -I "${guard[@]}"
-  journal "kube-chains"
+  host_journal iptables-rule ip mangle FORWARD -i "$node_bridge" ! -o "$node_bridge" -j DROP
 }
 
 # Client certificates signed by the plane's CA, for the node's components.
@@ -299,7 +299,7 @@ node_up() {
 
   node_kubelet_config
   start kubelet "$(bin kubelet)" --config "$n/kubelet.yaml" --kubeconfig "$n/kubelet.kubeconfig" \
-    --root-dir "$n/kubelet" --hostname-override "$node_name" --node-ip "$node_ip"
+    --root-dir "$n/kubelet" --cert-dir "$n/kubelet/pki" --hostname-override "$node_name" --node-ip "$node_ip"
   start kube-proxy "$(bin kube-proxy)" --config "$n/kube-proxy.yaml"
   wait_for kube-scheduler "/healthz" 60 curl -fsSk "https://127.0.0.1:$(node_port 59)/healthz"
   wait_for kubelet "node $node_name Ready" 120 $kubectl wait --for=condition=Ready "node/$node_name" --timeout=2s
@@ -320,28 +320,8 @@ mounts_under() {
   done | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-
 }
 
-# Rules referring to KUBE-* chains (and the chains): what kube-proxy and the
-# kubelet create. Plain iptables, so it works whether or not kube-proxy can run.
-remove_kube_chains() {
-  local cmd=$1 table rule chain
-  for table in filter nat mangle raw; do
-    # Rules in built-in chains that jump to KUBE-* chains (the chains' own rules go with -F).
-    { $cmd -t "$table" -S 2>/dev/null || true; } | awk '$1 == "-A" && $2 !~ /^KUBE-/ && / -j KUBE-/' \
-      | while read -r rule; do
-          # shellcheck disable=SC2086
-          eval "$cmd -t $table ${rule/-A /-D }" 2>/dev/null || true
-        done
-    for chain in $($cmd -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
-      $cmd -t "$table" -F "$chain" 2>/dev/null || true
-    done
-    for chain in $($cmd -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
-      $cmd -t "$table" -X "$chain" 2>/dev/null || true
-    done
-  done
-}
-
 node_down() {
-  local n j; n=$(node_dir); j="$n/journal"
+  local n; n=$(node_dir)
   stop_component kube-proxy
   stop_component kubelet
   # Its Node object goes too (once its kubelet cannot register it again): left
@@ -355,6 +335,12 @@ node_down() {
   # that the shims clean up their mounts and exit.
   if pid_alive containerd; then
     local c=("$(bin ctr)" --address "$(ctr_sock)" -n k8s.io) id
+    # Their ids, for the undo: what is named after them in a host directory
+    # (CNI result caches, runc state, shim sockets) is the node's.
+    if [ -f "$n/host-journal.jsonl" ]; then
+      # shellcheck disable=SC2046
+      host_journal containers "$(ctr_sock)" $("${c[@]}" containers ls -q 2>/dev/null) || true
+    fi
     for id in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true; done
     for id in $("${c[@]}" tasks ls -q 2>/dev/null); do
       for _ in $(seq 1 20); do "${c[@]}" tasks delete "$id" >/dev/null 2>&1 && break; sleep 0.25; done
@@ -368,53 +354,20 @@ node_down() {
     pkill -9 -P "$pid" 2>/dev/null || true
     kill -9 "$pid" 2>/dev/null || true
   done
-  # Mounts: network namespaces, container root filesystems, pod volumes, the
-  # kubelet's bind mount of its root directory.
-  local m dirs=("$n")
-  while read -r line; do dirs+=("${line#dir }"); done < <(grep '^dir ' "$j" 2>/dev/null || true)
-  for _ in 1 2 3; do
-    for m in $(mounts_under "${dirs[@]}"); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
-  done
-  # The pods' veths, then the bridge (its address and the Service route go with it).
-  if journaled "link $node_bridge" && ip link show "$node_bridge" >/dev/null 2>&1; then
-    for m in $(ip -o link show master "$node_bridge" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
-      ip link del "$m" 2>/dev/null || true
-    done
-    ip link del "$node_bridge"
-    log "removed bridge $node_bridge"
+  # Every host change, last first: the guard rule, the route, the bridge (with
+  # the pods' veths), the sysctls, the node's iptables chains and nftables
+  # tables, pod cgroups, mounts (network namespaces, container root filesystems,
+  # pod volumes, the kubelet's bind mount of its root directory), directories.
+  local undone="host changes undone"
+  if [ -f "$n/host-journal.jsonl" ]; then
+    host_journal undo || undone="host changes undone, except those reported above"
+  elif [ -f "$n/journal" ]; then
+    undone="host changes NOT undone: $n/journal is the journal of an older scripts/control-plane-node.sh"
   fi
-  if journaled "route $node_service_cidr"; then ip route del "$node_service_cidr" 2>/dev/null || true; fi
-  local guard; guard=$(grep '^guard ' "$j" 2>/dev/null | head -n1 | cut -d' ' -f2-)
-  if [ -n "$guard" ]; then
-    # shellcheck disable=SC2086
-    while iptables -t mangle -C $guard 2>/dev/null; do iptables -t mangle -D $guard; done
-  fi
-  if journaled "kube-chains"; then
-    remove_kube_chains iptables
-    command -v ip6tables >/dev/null && remove_kube_chains ip6tables
-  fi
-  local family table
-  while read -r _ family table; do
-    # Only when empty: a rule in it is someone else's.
-    local cmd=iptables; [ "$family" = ip6 ] && cmd=ip6tables
-    if ! $cmd -t "$table" -S 2>/dev/null | grep -qE '^-(A|N) '; then
-      nft delete table "$family" "$table" 2>/dev/null || true
-    fi
-  done < <(grep '^nft-table ' "$j" 2>/dev/null || true)
-  local k v
-  while read -r _ k v; do
-    [ "$(sysctl -n "$k" 2>/dev/null)" = "$v" ] || sysctl -q -w "$k=$v" >/dev/null 2>&1 || log "could not restore $k=$v"
-  done < <(grep '^sysctl ' "$j" 2>/dev/null || true)
-  # Pod cgroups: every kubepods tree that was not there before, leaves first.
-  local cg
-  for cg in $(find /sys/fs/cgroup -maxdepth 3 -type d -name 'kubepods*' 2>/dev/null); do
-    grep -qxF "$cg" "$n/cgroups-before" 2>/dev/null && continue
-    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ -d "$cg" ] && log "could not remove cgroup $cg"
-  done
-  while read -r _ m; do rm -rf "$m"; done < <(grep '^dir ' "$j" 2>/dev/null || true)
-  # The state (images, container root filesystems) goes; the journal has been undone.
+  # The state (images, container root filesystems) goes; what is still mounted
+  # under it is detached first, so that rm -rf cannot reach through a mount.
+  local m
   for m in $(mounts_under "$n"); do umount -l "$m" 2>/dev/null || true; done
   rm -rf "$n"
-  log "node $node_name removed; host changes undone"
+  log "node $node_name removed; $undone"
 }

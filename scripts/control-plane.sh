@@ -25,10 +25,13 @@
 # bridge's address (pods reach it through the `kubernetes` Service), not on
 # 127.0.0.1. Pod traffic stays on this machine: the bridge has no uplink and a
 # guard rule drops anything forwarded from it to another interface. Every host
-# change is written to $state/node/journal first, and `down` undoes exactly what
-# it lists (bridge, route, iptables rules and chains, sysctls, mounts, cgroups,
-# the host directories the kubelet and containerd hard-code). The plane remembers
-# that it has a node: `down` and `status` need no flag.
+# change is journaled first, in $state/node/host-journal.jsonl, by
+# hack/control-plane/hostjournal (a Go program with unit tests: `go test ./...`
+# there), and `down` undoes exactly what it lists, last first, and only as far
+# as it is still the node's (bridge, route, guard rule, sysctls, the KUBE-*
+# chains and nftables tables that appeared after `up`, mounts, cgroups, the host
+# directories the kubelet and containerd hard-code). The plane remembers that it
+# has a node: `down` and `status` need no flag.
 #   KURA_NODE_BRIDGE (kura0), KURA_NODE_POD_CIDR (10.217.0.0/24, the bridge takes
 #   its .1), KURA_NODE_SERVICE_CIDR (10.218.0.0/16, the `kubernetes` Service its .1),
 #   KURA_NODE_PORT_BASE (32200: kubelet +50, its healthz +48, kube-proxy healthz +56
@@ -138,6 +141,7 @@ build_node() {
     github.com/containernetworking/plugins/plugins/ipam/host-local \
     github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/meta/portmap
   build_node_module standin "" ./kura-standin ./pause ./ocitar
+  build_node_module hostjournal "" .
   mkdir -p "$cache/bin/current"
   local b
   for b in "$(node_bindir node)"/{kubelet,kube-proxy,kube-scheduler} \

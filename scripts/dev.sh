@@ -56,6 +56,7 @@ case "${1:-}" in
     eval "$($cp env)"
     cargo fmt --all -- --check
     cargo clippy --all-targets --locked -- -D warnings
+    go test -C hack/control-plane/hostjournal ./...  # the node's host journal and its undo
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
     RUST_TEST_THREADS=4 cargo test --locked --all-targets
     ;;
