@@ -34,7 +34,7 @@ pub fn owned_fields_by(meta: &ObjectMeta, manager: &str) -> Option<String> {
 
 /// A short hash of a managedFields entry's fields.
 pub fn fingerprint(fields: &FieldsV1) -> Option<String> {
-    // The reflector caches keep only this fingerprint (controller.rs); a real
+    // The reflector caches keep only this fingerprint (compact.rs); a real
     // fieldsV1 is always an object.
     if let serde_json::Value::String(fingerprint) = &fields.0 {
         return Some(fingerprint.clone());
