@@ -19,7 +19,13 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::keys::{ANNOTATION_POD_TEMPLATE_HASH, KURA_CONTAINER};
-use crate::reconcile::storage::LiveClaim;
+
+/// The claim template of the live StatefulSet (its `data` template).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveClaim {
+    pub class: Option<String>,
+    pub size: Option<String>,
+}
 
 /// The Kura container's image, as the live template has it.
 const IMAGE: &str = "cache.kura.dev/image";
@@ -30,7 +36,7 @@ const DATA_CLAIM_SIZE: &str = "cache.kura.dev/data-claim-size";
 
 /// Trims `sts` to what the cache keeps (module documentation).
 pub fn compact(sts: &mut StatefulSet) {
-    crate::controller::compact_child(sts);
+    crate::compact::compact_child(sts);
     let Some(spec) = sts.spec.as_mut() else {
         return;
     };
@@ -119,8 +125,7 @@ mod tests {
     use k8s_openapi::api::apps::v1::StatefulSet;
     use serde_json::json;
 
-    use super::{compact, data_claim, image, pod_template_hash};
-    use crate::reconcile::storage::LiveClaim;
+    use super::{LiveClaim, compact, data_claim, image, pod_template_hash};
 
     fn sts(claims: serde_json::Value) -> StatefulSet {
         serde_json::from_value(json!({

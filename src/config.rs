@@ -11,7 +11,7 @@ use crate::api::ResourcesSpec;
 use crate::api::instance::{DNS_LABEL, IMAGE_REF};
 use crate::names::GATEWAY_CLASS_PREFIX;
 use crate::rollout::{MaxUnavailable, RolloutConfig};
-use crate::validate::{FieldError, ValidationErrors, matches, resources, rules};
+use crate::rules::{self, FieldError, ValidationErrors, matches, resources};
 
 /// A domain leaves room in a host of 253 characters for an account and a region.
 const MAX_DOMAIN: usize = 180;
@@ -164,20 +164,6 @@ impl OperatorConfig {
         check_rollout(&self.rollout, &mut errs);
         ValidationErrors::from_vec(errs)
     }
-
-    /// Identifies what the operator would originate with this configuration
-    /// and this release: the instances of one operator-originated rollout share
-    /// it (`crate::rollout`). The `rollout` section itself renders nothing, so
-    /// it is left out: tuning the budget is not a new rollout.
-    pub fn fleet_revision(&self) -> String {
-        let mut value = serde_json::to_value(self).expect("the configuration serialises");
-        if let Some(map) = value.as_object_mut() {
-            map.remove("rollout");
-        }
-        let mut bytes = crate::render::canonical_json(&value);
-        bytes.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
-        crate::render::hash::hex_sha256(&bytes)[..16].to_string()
-    }
 }
 
 fn check_rollout(rollout: &RolloutConfig, errs: &mut Vec<FieldError>) {
@@ -194,7 +180,7 @@ fn check_rollout(rollout: &RolloutConfig, errs: &mut Vec<FieldError>) {
         }
         _ => {}
     }
-    match crate::run::parse_duration(&rollout.progress_deadline) {
+    match crate::time::parse_duration(&rollout.progress_deadline) {
         Ok(d) if d >= std::time::Duration::from_secs(10) => {}
         Ok(_) => errs.push(FieldError::new(
             "rollout.progressDeadline",

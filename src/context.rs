@@ -13,8 +13,8 @@ use crate::config::OperatorConfig;
 use crate::leader::LeaderState;
 use crate::memory::Memory;
 use crate::metrics::Metrics;
-use crate::reconcile::plan::RetryPolicy;
-use crate::reconcile::stores::Stores;
+use crate::retry::RetryPolicy;
+use crate::stores::Stores;
 
 pub struct Context {
     pub client: Client,
@@ -36,7 +36,7 @@ pub struct Context {
         kube::runtime::reflector::ObjectRef<crate::api::KuraInstance>,
     >,
     /// The rollout budget's admissions not yet in the cache.
-    pub admissions: crate::reconcile::budget::Admissions,
+    pub admissions: crate::memory::Admissions,
     /// What this process remembers per instance between reconciles.
     pub memory: Memory,
     /// The same, per gateway.

@@ -10,7 +10,6 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -19,16 +18,16 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
+pub(crate) use crate::compact::{compact_child, compact_instance, compact_managed_fields};
+pub use crate::time::jitter;
+
 use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
 use crate::context::Context;
-use crate::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 
-/// The prefix of the operator's own annotations.
-const KURA_ANNOTATIONS: &str = "kura.dev/";
 use crate::kind::ChildKind;
 use crate::reconcile::labelled::Labelled;
-use crate::reconcile::observe::{fingerprint, rivals};
 use crate::reconcile::{self, stores::Stores};
 
 /// Where the operator looks: every namespace, or one.
@@ -155,78 +154,6 @@ fn indexed<K: Cacheable>(
 ) -> impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static {
     let labelled = labelled.clone();
     move |store, event| labelled.event(kind, store, event)
-}
-
-/// Of an object's managedFields the caches keep what `observe::live_child` reads:
-/// the fingerprint of the operator's own apply entries (of the instances' and
-/// the gateways' field managers) and, of each other manager of spec and
-/// metadata (the scale subresource's too), only the fields it holds that the
-/// operator's entry does not (`observe::rivals`), usually none. As
-/// `serde_json::Value` trees, managedFields were the largest part of every
-/// cached object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many
-/// times that in memory; docs/benchmarks.md, scale).
-pub(crate) fn compact_managed_fields<K: Resource>(object: &mut K) {
-    let meta = object.meta_mut();
-    let Some(entries) = meta.managed_fields.take() else {
-        return;
-    };
-    let ours = entries
-        .iter()
-        .find(|m| rivals::is_own_entry(m))
-        .and_then(|m| m.fields_v1.as_ref())
-        .map(|f| &f.0);
-    let compact = entries
-        .iter()
-        .filter_map(|m| {
-            let fields_v1 = if rivals::is_own_entry(m) {
-                m.fields_v1
-                    .as_ref()
-                    .and_then(fingerprint)
-                    .map(serde_json::Value::String)
-            } else if rivals::is_rival(m) {
-                // A manager holding nothing of ours can never be named: dropped.
-                Some(rivals::exclusive(&m.fields_v1.as_ref()?.0, ours)?)
-            } else {
-                return None;
-            };
-            Some(ManagedFieldsEntry {
-                fields_v1: fields_v1.map(FieldsV1),
-                manager: m.manager.clone(),
-                operation: m.operation.clone(),
-                subresource: m.subresource.clone(),
-                ..Default::default()
-            })
-        })
-        .collect();
-    meta.managed_fields = Some(compact);
-}
-
-/// The labels the operator reads of an instance's child (ownership, pruning,
-/// the label index); no decision reads the others.
-const READ_LABELS: [&str; 2] = [LABEL_MANAGED_BY, LABEL_INSTANCE];
-
-/// A cached child of an instance keeps compacted managedFields (above), the
-/// labels in [`READ_LABELS`] and the operator's own `kura.dev/` annotations:
-/// drift is told by each object's stamp and by who holds its fields, never by
-/// comparing labels. (Labels and annotations of seven thousand children were
-/// a sixth of the caches at N=1000; docs/benchmarks.md, scale.)
-pub(crate) fn compact_child<K: Resource>(object: &mut K) {
-    compact_managed_fields(object);
-    let meta = object.meta_mut();
-    if let Some(labels) = meta.labels.as_mut() {
-        labels.retain(|k, _| READ_LABELS.contains(&k.as_str()));
-    }
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k.starts_with(KURA_ANNOTATIONS));
-    }
-}
-
-/// A cached instance keeps no managedFields: the operator applies only an
-/// instance's status, never its spec, so no decision depends on who holds
-/// which of its fields. (A client's create entry holds the whole spec: as a
-/// value tree, 2.6 MB of a thousand instances' cache; docs/benchmarks.md.)
-pub(crate) fn compact_instance(instance: &mut KuraInstance) {
-    instance.metadata.managed_fields = None;
 }
 
 /// The instance watch passes generation and annotation changes only: a status
@@ -412,18 +339,6 @@ fn error_policy(
         ctx.metrics.record_failure(failure);
     }
     Action::requeue(delay)
-}
-
-/// A number in 0..1, different per object and attempt (and per process: the
-/// hasher's keys are random), to spread retries.
-pub fn jitter<K: Resource>(object: &K, failures: u32) -> f64 {
-    use std::hash::BuildHasher;
-    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
-        std::sync::OnceLock::new();
-    let h = KEYS
-        .get_or_init(Default::default)
-        .hash_one((&object.meta().uid, failures));
-    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A standby reconciles nothing (it is reconciled in full when it starts

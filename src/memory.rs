@@ -242,6 +242,22 @@ impl<K: Remembered> Memory<K> {
     }
 }
 
+/// Admissions this process made whose records the cache may not show yet.
+/// Reconciles run concurrently: without this, several could see the same free
+/// slot in the cache and all take it. Decisions are made one at a time under
+/// its lock, counting these with the cache's. An entry ends when the cache
+/// shows the instance no longer waiting (admitted, counted from there,
+/// or already Ready again and cleared), or after a minute (its status
+/// write failed: the slot is given back).
+#[derive(Default)]
+pub struct Admissions {
+    pub(crate) pending: std::sync::Mutex<
+        std::collections::HashMap<String, (crate::rollout::OrderKey, std::time::Instant)>,
+    >,
+}
+
+pub(crate) const PENDING_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;

@@ -15,10 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::api::KuraInstance;
 use crate::api::conditions::{self, STALLED};
-use crate::api::{KuraInstance, Phase};
-use crate::reconcile::apply::{Failure, FailureClass, Stage};
-use crate::reconcile::status::Outcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -26,14 +24,14 @@ struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: &'static str,
+pub(crate) struct ReasonLabel {
+    pub(crate) reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct FailureLabels {
-    stage: &'static str,
-    class: &'static str,
+pub(crate) struct FailureLabels {
+    pub(crate) stage: &'static str,
+    pub(crate) class: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -51,9 +49,9 @@ pub struct Metrics {
     reconciles: Family<ResultLabel, Counter>,
     gateway_reconciles: Family<ResultLabel, Counter>,
     duration: Histogram,
-    applies: Family<ReasonLabel, Counter>,
-    pruned: Counter,
-    failures: Family<FailureLabels, Counter>,
+    pub(crate) applies: Family<ReasonLabel, Counter>,
+    pub(crate) pruned: Counter,
+    pub(crate) failures: Family<FailureLabels, Counter>,
     instances: Family<PhaseLabel, Gauge>,
     stalled: Gauge,
     rollout: Family<StateLabel, Gauge>,
@@ -161,39 +159,6 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn record(&self, outcome: &Outcome, _phase: Option<Phase>) {
-        if let Outcome::Applied {
-            reasons, pruned, ..
-        } = outcome
-        {
-            for r in reasons {
-                self.applies
-                    .get_or_create(&ReasonLabel { reason: r.label() })
-                    .inc();
-            }
-            self.pruned.inc_by(pruned.deleted.len() as u64);
-        }
-        if let Some(failure) = outcome.failure() {
-            self.record_failure(failure);
-        }
-        self.count(outcome.label());
-    }
-
-    pub fn record_failure(&self, failure: &Failure) {
-        let class = match failure.class {
-            FailureClass::Transient => "transient",
-            FailureClass::Rejected => "rejected",
-            FailureClass::NameConflict => "name-conflict",
-        };
-        let stage = match failure.stage {
-            Stage::Apply => "apply",
-            Stage::Prune => "prune",
-        };
-        self.failures
-            .get_or_create(&FailureLabels { stage, class })
-            .inc();
-    }
-
     pub fn record_error(&self, label: &'static str) {
         self.count(label);
     }
@@ -205,7 +170,7 @@ impl Metrics {
             .inc();
     }
 
-    fn count(&self, result: &'static str) {
+    pub(crate) fn count(&self, result: &'static str) {
         self.reconciles.get_or_create(&ResultLabel { result }).inc();
     }
 
@@ -304,6 +269,7 @@ mod tests {
     use super::*;
     use crate::reconcile::plan::ApplyReason;
     use crate::reconcile::prune::PruneOutcome;
+    use crate::reconcile::status::Outcome;
 
     fn instance(status: serde_json::Value) -> Arc<KuraInstance> {
         Arc::new(

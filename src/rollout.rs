@@ -37,8 +37,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::api::Origin;
 use crate::api::{RolloutState, RolloutStatus};
-use crate::reconcile::plan::{later, recorded_time};
+use crate::time::{later, recorded_time};
 
 /// `rollout.maxUnavailable`: a count, or a percentage such as `25%`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,17 +110,8 @@ impl Default for RolloutConfig {
 
 impl RolloutConfig {
     pub fn deadline(&self) -> Duration {
-        crate::run::parse_duration(&self.progress_deadline).unwrap_or(Duration::from_secs(600))
+        crate::time::parse_duration(&self.progress_deadline).unwrap_or(Duration::from_secs(600))
     }
-}
-
-/// Where a new desired revision comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub enum Origin {
-    /// The spec (its generation moved) or a force token.
-    User,
-    /// The operator's configuration or renderer.
-    Operator,
 }
 
 /// What the budget needs to know about one instance, from its cached status.

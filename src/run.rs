@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::time::parse_duration;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// Operator configuration file (regions, gateway defaults). Re-read when it changes.
@@ -73,24 +75,6 @@ pub struct RunArgs {
     /// as an Event and a metric while the retries go on.
     #[arg(long, env = "KURA_TRANSIENT_REPORT_AFTER", default_value = "60s", value_parser = parse_duration)]
     pub transient_report_after: Duration,
-}
-
-/// `90s`, `10m`, `1h`, `500ms`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration such as 30s, 10m or 1h"))?;
-    match unit {
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "ms" => Ok(Duration::from_millis(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
-    }
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {

@@ -253,11 +253,20 @@ pub struct KuraInstanceStatus {
     /// Who originated the applied revision: `User` (spec or force token) or
     /// `Operator` (configuration or release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_origin: Option<crate::rollout::Origin>,
+    pub applied_origin: Option<Origin>,
     /// This instance's place in a rollout the operator originated (see the
     /// operator configuration's `rollout` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+}
+
+/// Where a new desired revision comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Origin {
+    /// The spec (its generation moved) or a force token.
+    User,
+    /// The operator's configuration or renderer.
+    Operator,
 }
 
 /// An operator-originated change that restarts pods, waiting for or admitted

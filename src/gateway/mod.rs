@@ -281,7 +281,7 @@ async fn rollout(
                     failures: streak.failures,
                 });
             }
-            let jitter = crate::controller::jitter(gw, streak.failures);
+            let jitter = crate::time::jitter(gw, streak.failures);
             let delay = ctx.policy.transient_backoff(streak.failures, jitter);
             Ok((Outcome::ApplyFailed { reasons, failure }, delay))
         }

@@ -10,6 +10,8 @@ use super::plan::{BudgetView, Observed};
 use crate::api::KuraInstance;
 use crate::api::conditions::{READY, is_true};
 use crate::config::OperatorConfig;
+pub use crate::memory::Admissions;
+use crate::memory::PENDING_AT_MOST;
 use crate::render::Desired;
 use crate::rollout::{self, Admission, Fleet, Member, OrderKey, Origin};
 
@@ -74,20 +76,6 @@ pub fn fleet(instances: &[Arc<KuraInstance>], config: &OperatorConfig, now: Time
         now,
     )
 }
-
-/// Admissions this process made whose records the cache may not show yet.
-/// Reconciles run concurrently: without this, several could see the same free
-/// slot in the cache and all take it. Decisions are made one at a time under
-/// its lock, counting these with the cache's. An entry ends when the cache
-/// shows the instance no longer waiting (admitted, counted from there,
-/// or already Ready again and cleared), or after a minute (its status
-/// write failed: the slot is given back).
-#[derive(Default)]
-pub struct Admissions {
-    pending: std::sync::Mutex<std::collections::HashMap<String, (OrderKey, std::time::Instant)>>,
-}
-
-const PENDING_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The budget as it concerns this reconcile: whether the desired revision is
 /// budgeted, and if so (and not admitted to it yet) the fleet's answer. The

@@ -10,7 +10,6 @@
 pub mod apply;
 pub mod budget;
 pub mod events;
-pub mod labelled;
 pub mod observe;
 pub mod plan;
 pub mod probe;
@@ -18,7 +17,8 @@ pub mod prune;
 mod rollout;
 pub mod status;
 pub mod storage;
-pub mod stores;
+
+pub use crate::stores::{self, labelled};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,10 +1,10 @@
 //! `observe`: read what `plan` and `probe` need from the reflector caches.
 
-pub mod rivals;
+pub use crate::fields::{applied_by, fingerprint, owned_fields, owned_fields_by, rivals};
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
@@ -14,7 +14,6 @@ use crate::keys::{
     FIELD_MANAGER, KURA_CONTAINER, LABEL_GATEWAY, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
 };
 use crate::kind::ChildKind;
-use crate::render::hash::hex_sha256;
 use crate::render::{Desired, Manifest, ObjectId};
 
 /// `status`: the status to decide from (the cache's, or a fresher one this
@@ -227,38 +226,4 @@ fn class_owner(meta: &ObjectMeta, gateway_uid: &str, gateway_name: &str) -> Owne
             "was not created by kura-operator for this gateway (it has no {ANNOTATION_GATEWAY_UID} annotation)"
         )),
     }
-}
-
-/// An apply of the object itself (not a subresource) by `manager`.
-pub fn applied_by(entry: &ManagedFieldsEntry, manager: &str) -> bool {
-    entry.manager.as_deref() == Some(manager)
-        && entry.operation.as_deref() == Some("Apply")
-        && entry.subresource.as_deref().unwrap_or("").is_empty()
-}
-
-/// Fingerprint of the fields this operator's field manager owns (by apply). When
-/// another actor takes one of them (an Update or a forced Apply), it changes.
-pub fn owned_fields(meta: &ObjectMeta) -> Option<String> {
-    owned_fields_by(meta, FIELD_MANAGER)
-}
-
-/// [`owned_fields`] of another of the operator's field managers.
-pub fn owned_fields_by(meta: &ObjectMeta, manager: &str) -> Option<String> {
-    let entry = meta
-        .managed_fields
-        .as_ref()?
-        .iter()
-        .find(|m| applied_by(m, manager))?;
-    fingerprint(entry.fields_v1.as_ref()?)
-}
-
-/// A short hash of a managedFields entry's fields.
-pub fn fingerprint(fields: &FieldsV1) -> Option<String> {
-    // The reflector caches keep only this fingerprint (controller.rs); a real
-    // fieldsV1 is always an object.
-    if let serde_json::Value::String(fingerprint) = &fields.0 {
-        return Some(fingerprint.clone());
-    }
-    let fields = serde_json::to_vec(&fields.0).ok()?;
-    Some(hex_sha256(&fields)[..16].to_string())
 }

@@ -20,13 +20,16 @@ pub mod drift;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use crate::api::KuraInstanceStatus;
 use crate::kind::ChildKind;
 use crate::render::{Desired, ObjectId};
 use crate::rollout::Admission;
 use crate::validate::ValidationErrors;
+
+pub use crate::retry::{MIN_STALL_WINDOW, RetryPolicy, TRANSIENT_BASE, TRANSIENT_MAX};
+pub use crate::time::{later, recorded_time, until};
 
 /// Who an object found under a desired (or inventoried) name belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,76 +110,6 @@ pub struct BudgetView {
 /// triggered meanwhile (by the events of the other children of the same apply)
 /// would otherwise see a child missing or stale and apply again.
 pub const SETTLE: Duration = Duration::from_secs(3);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Failed attempts of the same inputs before the instance is Stalled.
-    pub budget: u32,
-    pub base_backoff: Duration,
-    pub max_backoff: Duration,
-    /// Wait before a Stalled instance is retried; never below [`MIN_STALL_WINDOW`].
-    pub stall_window: Duration,
-    /// How long transient failures of the same inputs are retried quietly
-    /// before they are reported in status, as an Event and a metric.
-    pub transient_report_after: Duration,
-}
-
-/// A small configured window must not make a stalled instance hot (docs/incidents.md #2).
-pub const MIN_STALL_WINDOW: Duration = Duration::from_secs(60);
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            budget: 5,
-            base_backoff: Duration::from_secs(5),
-            max_backoff: Duration::from_secs(300),
-            stall_window: Duration::from_secs(600),
-            transient_report_after: Duration::from_secs(60),
-        }
-    }
-}
-
-impl RetryPolicy {
-    pub fn stall_window(&self) -> Duration {
-        self.stall_window.max(MIN_STALL_WINDOW)
-    }
-
-    /// Backoff after `failures` consecutive failures (1 → base).
-    pub fn backoff(&self, failures: i64) -> Duration {
-        let exp = failures.clamp(1, 20) as u32 - 1;
-        self.base_backoff
-            .saturating_mul(2u32.saturating_pow(exp))
-            .min(self.max_backoff)
-    }
-
-    /// The wait after `failures` recorded failures: the backoff, or the stall
-    /// window once the budget is spent.
-    pub fn wait_after(&self, failures: i64) -> (Duration, bool) {
-        if failures >= i64::from(self.budget) {
-            (self.stall_window(), true)
-        } else {
-            (self.backoff(failures), false)
-        }
-    }
-
-    /// Backoff after `failures` consecutive transient failures (throttling, a
-    /// server error, the apiserver out of reach): these say nothing about the
-    /// input, so they retry sooner than an apply failure, and are spread by
-    /// `jitter` (a number in 0..1) so that a fleet throttled at once does not
-    /// come back at once.
-    pub fn transient_backoff(&self, failures: u32, jitter: f64) -> Duration {
-        let exp = failures.clamp(1, 20) - 1;
-        let full = TRANSIENT_BASE
-            .saturating_mul(2u32.saturating_pow(exp))
-            .min(TRANSIENT_MAX);
-        // Between half and all of it.
-        full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
-    }
-}
-
-/// First retry of a transient failure; doubling up to [`TRANSIENT_MAX`].
-pub const TRANSIENT_BASE: Duration = Duration::from_millis(500);
-pub const TRANSIENT_MAX: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ApplyReason {
@@ -327,28 +260,6 @@ pub enum Plan {
 /// At most this many take-backs of contested fields per [`CONFLICT_WINDOW`].
 pub const MAX_TAKE_BACKS: i64 = 3;
 pub const CONFLICT_WINDOW: Duration = Duration::from_secs(60);
-
-/// `t + d`, saturating at the end of time instead of panicking.
-pub fn later(t: Timestamp, d: Duration) -> Timestamp {
-    let d = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
-    t.checked_add(d).unwrap_or(Timestamp::MAX)
-}
-
-/// How long from `now` until `at`, at least a second (a requeue).
-pub fn until(at: Timestamp, now: Timestamp) -> Duration {
-    let d = at.duration_since(now);
-    Duration::try_from(d)
-        .unwrap_or_default()
-        .max(Duration::from_secs(1))
-}
-
-/// A time read from status (anyone with access can write it): unparseable
-/// (or out of range) is absent, and a time in the future is taken as now, so
-/// that no status content can hold an instance back longer than the policy's
-/// own waits. (Absent means "try now": the next status write replaces it.)
-pub fn recorded_time(value: &str, now: Timestamp) -> Option<Timestamp> {
-    value.parse::<Timestamp>().ok().map(|t| t.min(now))
-}
 
 /// The conflict record, if its window is still open at `now`, with the
 /// window's end.

@@ -131,7 +131,7 @@ fn quiet_or_report(
 fn transient_delay(ctx: &Context, instance: &KuraInstance, streak: &TransientStreak) -> Duration {
     ctx.policy.transient_backoff(
         streak.failures,
-        crate::controller::jitter(instance, streak.failures),
+        crate::time::jitter(instance, streak.failures),
     )
 }
 

@@ -102,6 +102,42 @@ impl Outcome {
     }
 }
 
+/// The metrics of an outcome (kept by `crate::metrics`, which knows no reconcile).
+impl crate::metrics::Metrics {
+    pub fn record(&self, outcome: &Outcome, _phase: Option<crate::api::Phase>) {
+        if let Outcome::Applied {
+            reasons, pruned, ..
+        } = outcome
+        {
+            for r in reasons {
+                self.applies
+                    .get_or_create(&crate::metrics::ReasonLabel { reason: r.label() })
+                    .inc();
+            }
+            self.pruned.inc_by(pruned.deleted.len() as u64);
+        }
+        if let Some(failure) = outcome.failure() {
+            self.record_failure(failure);
+        }
+        self.count(outcome.label());
+    }
+
+    pub fn record_failure(&self, failure: &Failure) {
+        let class = match failure.class {
+            FailureClass::Transient => "transient",
+            FailureClass::Rejected => "rejected",
+            FailureClass::NameConflict => "name-conflict",
+        };
+        let stage = match failure.stage {
+            Stage::Apply => "apply",
+            Stage::Prune => "prune",
+        };
+        self.failures
+            .get_or_create(&crate::metrics::FailureLabels { stage, class })
+            .inc();
+    }
+}
+
 pub struct StatusInputs<'a> {
     pub observed: &'a Observed,
     pub desired: Option<&'a Desired>,

@@ -13,14 +13,8 @@
 //! the existing claims to the new class either; it would only make the
 //! template lie about them.
 
+pub use crate::cached_sts::LiveClaim;
 use crate::validate::ValidatedInstance;
-
-/// The claim template of the live StatefulSet (its `data` template).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LiveClaim {
-    pub class: Option<String>,
-    pub size: Option<String>,
-}
 
 /// What the spec and configuration ask for that the live claim template keeps otherwise.
 #[derive(Clone, Debug, PartialEq, Eq)]

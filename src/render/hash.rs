@@ -207,3 +207,19 @@ pub fn pod_template_hash(template: &PodTemplate, data: &ConfigData) -> String {
 pub fn short(revision: &str) -> String {
     revision.chars().take(12).collect()
 }
+
+impl crate::config::OperatorConfig {
+    /// Identifies what the operator would originate with this configuration
+    /// and this release: the instances of one operator-originated rollout share
+    /// it (`crate::rollout`). The `rollout` section itself renders nothing, so
+    /// it is left out: tuning the budget is not a new rollout.
+    pub fn fleet_revision(&self) -> String {
+        let mut value = serde_json::to_value(self).expect("the configuration serialises");
+        if let Some(map) = value.as_object_mut() {
+            map.remove("rollout");
+        }
+        let mut bytes = crate::render::canonical_json(&value);
+        bytes.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
+        crate::render::hash::hex_sha256(&bytes)[..16].to_string()
+    }
+}

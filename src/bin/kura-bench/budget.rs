@@ -31,7 +31,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 /// Allowance per wave of admissions on top of the phase limit: a waiting
 /// instance looks again every 30 s (the operator's `WAITING_RECHECK`) when no
 /// freed slot wakes it, and a slot can stay taken for up to a minute after its
-/// instance is Ready (`budget::PENDING_AT_MOST`); at N=5, one instance at a
+/// instance is Ready (`memory::PENDING_AT_MOST`); at N=5, one instance at a
 /// time, the first smoke runs took about a minute per instance.
 const WAVE_ALLOWANCE: Duration = Duration::from_secs(90);
 

@@ -2,9 +2,77 @@
 //! apiserver applies them (k8s.io/apimachinery/pkg/util/validation), plus the DNS
 //! rules a host needs to resolve at all. Each returns why a value breaks the rule;
 //! the caller adds the field path (and the value, where it helps).
+//!
+//! Also the building blocks of every validation (`validate`, the configuration's):
+//! a rejected field, the errors of one object, the API's patterns, and the rules
+//! of resource quantities (`resources`). Depends on the API's patterns only.
 
-use super::matches;
+pub(crate) mod resources;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+
+use regex::Regex;
+
 use crate::api::instance::{DNS_LABEL, DNS_SUBDOMAIN, DNS1035_LABEL, LABEL_VALUE, SECRET_KEY};
+
+/// One rejected field: its path from the object root and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationErrors(pub Vec<FieldError>);
+
+impl ValidationErrors {
+    pub fn from_vec(errors: Vec<FieldError>) -> Result<(), ValidationErrors> {
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationErrors(errors))
+        }
+    }
+}
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&parts.join("; "))
+    }
+}
+
+thread_local! {
+    static COMPILED: RefCell<HashMap<&'static str, Regex>> = RefCell::new(HashMap::new());
+}
+
+/// Whether `value` matches one of the API's pattern constants (compiled once per thread).
+pub fn matches(pattern: &'static str, value: &str) -> bool {
+    COMPILED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let re = cache
+            .entry(pattern)
+            .or_insert_with(|| Regex::new(pattern).expect("API patterns are valid regexes"));
+        re.is_match(value)
+    })
+}
 
 pub const MAX_LABEL: usize = 63;
 pub const MAX_SUBDOMAIN: usize = 253;

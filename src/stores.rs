@@ -2,6 +2,8 @@
 //! from these caches of cluster state on every pass, and a converged pass reads
 //! nothing from the apiserver.
 
+pub mod labelled;
+
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
@@ -10,9 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::labelled::Labelled;
-use super::storage::LiveClaim;
+use self::labelled::Labelled;
 use crate::api::{KuraGateway, KuraInstance};
+use crate::cached_sts::LiveClaim;
 use crate::kind::ChildKind;
 use crate::render::ObjectId;
 

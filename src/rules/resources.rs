@@ -141,7 +141,7 @@ fn memory_bytes(q: &str) -> Option<u128> {
 }
 
 /// The instance's own amounts win, field by field, over the region's defaults.
-pub(super) fn merge(own: Option<&ResourcesSpec>, defaults: &ResourcesSpec) -> ResourcesSpec {
+pub(crate) fn merge(own: Option<&ResourcesSpec>, defaults: &ResourcesSpec) -> ResourcesSpec {
     let pick =
         |o: Option<&ResourceAmounts>, d: Option<&ResourceAmounts>| -> Option<ResourceAmounts> {
             let cpu = o
