@@ -419,6 +419,86 @@ async fn up_names_a_node_port_another_process_holds() {
     }
 }
 
+fn sysctl(key: &str) -> String {
+    run("sysctl", &["-n", key]).trim().to_string()
+}
+
+/// `down` undoes only what `up` did, and leaves what others did: a KUBE-*
+/// chain that was there before `up` (another kube-proxy's), a sysctl an
+/// administrator changed after `up` set it, a host directory the node
+/// journaled (absent before `up`) that another tool then filled. The undo is
+/// hack/control-plane/hostjournal (its unit tests cover each rule with a fake
+/// host); this is the real host. Negative control: with the bash undo it
+/// replaced (596b79c), all three were removed or reset (run by hand: the
+/// chain was deleted, kernel.panic went back to its value before `up`, the
+/// directory was `rm -rf`'d).
+#[tokio::test]
+async fn down_leaves_what_others_changed_since_up() {
+    require_node_host!();
+    let _turn = NODE_LOCK.lock().await;
+    const CHAIN: &str = "KUBE-NOT-THE-NODES";
+    // A directory of the node's list that does not exist here (the node
+    // journals it), which "another tool" creates after `up`.
+    let dir = ["/opt/cni", "/etc/cni", "/run/nri", "/opt/containerd"]
+        .into_iter()
+        .find(|d| !std::path::Path::new(d).exists())
+        .expect("one of the node's host directories is absent");
+    let file = format!("{dir}/installed-by-another-tool");
+    // With iptables-nft, the chain makes the filter table if there is none:
+    // the test removes it again (when empty) at the end.
+    let had_filter = Command::new("nft")
+        .args(["list", "table", "ip", "filter"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    must_succeed(Command::new("iptables").args(["-t", "filter", "-N", CHAIN]));
+    let panic_before = sysctl("kernel.panic");
+    let before = host_snapshot();
+    let changed = {
+        let plane = NodePlane::up();
+        assert_eq!(
+            sysctl("kernel.panic"),
+            "10",
+            "up sets the kubelet's kernel.panic"
+        );
+        let changed = if panic_before == "30" { "31" } else { "30" };
+        must_succeed(Command::new("sysctl").args(["-qw", &format!("kernel.panic={changed}")]));
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(&file, "not the node's").unwrap();
+        plane.down();
+        changed
+    };
+    let chain_left = run("iptables", &["-t", "filter", "-S"]).contains(&format!("-N {CHAIN}"));
+    let panic_after = sysctl("kernel.panic");
+    let file_left = std::path::Path::new(&file).exists();
+    // Put the host back before asserting: a failure must not leave it changed.
+    let _ = Command::new("sysctl")
+        .args(["-qw", &format!("kernel.panic={panic_before}")])
+        .status();
+    let _ = std::fs::remove_dir_all(dir);
+    let after = host_snapshot();
+    let _ = Command::new("iptables")
+        .args(["-t", "filter", "-X", CHAIN])
+        .status();
+    let empty = |l: &str| l.starts_with("-P ") || l.is_empty();
+    if !had_filter && run("iptables", &["-t", "filter", "-S"]).lines().all(empty) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", "filter"])
+            .status();
+    }
+    assert!(
+        chain_left,
+        "down removed {CHAIN}, which was there before up"
+    );
+    assert_eq!(
+        panic_after, changed,
+        "down reset kernel.panic, which someone changed after up"
+    );
+    assert!(file_left, "down removed {file}, which another tool made");
+    for (what, was) in &before {
+        assert_eq!(was, &after[what], "{what} after down differ from before up");
+    }
+}
+
 /// The operator's image is built from the release binary (scripts/images.sh):
 /// without one the test says so and returns.
 macro_rules! require_release_binary {
