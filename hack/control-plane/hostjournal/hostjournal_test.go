@@ -542,6 +542,22 @@ func TestCommandLine(t *testing.T) {
 	if _, ok := h.links["kura0"]; ok || h.table("ip", "mangle").find("FORWARD", strings.Fields("-i kura0 ! -o kura0 -j DROP")) >= 0 {
 		t.Errorf("bridge or rule left")
 	}
+	if rc := run([]string{"-journal", p, "dirs", "-owned", state, "-made", "/var/lib/kubelet/a.sock", "-made", "/x/b", "/var/lib/kubelet", "/etc/cni"}, h); rc != 0 {
+		t.Errorf("dirs: exit %d", rc)
+	}
+	j, err := Load(p)
+	must(t, err)
+	var dirs []Entry
+	for _, e := range j.Entries {
+		if e.Kind == KindDir {
+			dirs = append(dirs, e)
+		}
+	}
+	want := []Entry{{Kind: KindDir, Path: "/var/lib/kubelet", Owned: state, Made: []string{"/var/lib/kubelet/a.sock"}},
+		{Kind: KindDir, Path: "/etc/cni", Owned: state}}
+	if !reflect.DeepEqual(dirs, want) {
+		t.Errorf("dirs journaled %+v, want %+v", dirs, want)
+	}
 	if rc := run([]string{"-journal", p, "frobnicate"}, h); rc != 2 {
 		t.Errorf("unknown verb: exit %d", rc)
 	}
