@@ -34,6 +34,19 @@ const DATA_CLAIM: &str = "cache.kura.dev/data-claim";
 const DATA_CLAIM_CLASS: &str = "cache.kura.dev/data-claim-class";
 const DATA_CLAIM_SIZE: &str = "cache.kura.dev/data-claim-size";
 
+/// Every pod the StatefulSet wants is available now, whatever its revision:
+/// the instance serves from its pods, so a restart would take that away
+/// (the fleet budget counts it). None wanted serves nothing.
+pub fn serving(sts: &StatefulSet) -> bool {
+    let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let available = sts
+        .status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0);
+    want > 0 && available >= want
+}
+
 /// Trims `sts` to what the cache keeps (module documentation).
 pub fn compact(sts: &mut StatefulSet) {
     crate::compact::compact_child(sts);

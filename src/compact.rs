@@ -76,10 +76,11 @@ pub(crate) fn compact_child<K: Resource>(object: &mut K) {
     }
 }
 
-/// A cached instance keeps no managedFields: the operator applies only an
-/// instance's status, never its spec, so no decision depends on who holds
-/// which of its fields. (A client's create entry holds the whole spec: as a
-/// value tree, 2.6 MB of a thousand instances' cache; docs/benchmarks.md.)
+/// A cached instance keeps of its managedFields only which top-level status
+/// fields another manager wrote (`status_trust`): the operator writes only
+/// an instance's status, never its spec, so no decision depends on who holds
+/// which field of the spec. (A client's create entry holds the whole spec:
+/// as a value tree, 2.6 MB of a thousand instances' cache; docs/benchmarks.md.)
 pub(crate) fn compact_instance(instance: &mut KuraInstance) {
-    instance.metadata.managed_fields = None;
+    crate::status_trust::compact(&mut instance.metadata);
 }

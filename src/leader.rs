@@ -206,6 +206,11 @@ impl Candidate {
     async fn try_step(&mut self) -> Result<Option<Instant>, kube::Error> {
         let me = self.settings.identity.clone();
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+            let holding = self.role().leading;
+            let seen_change = self.observed.as_ref().map(|(_, at)| at.elapsed());
+            if !may_create(holding, seen_change, self.settings.duration) {
+                return Ok(None);
+            }
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.settings.name.clone()),
@@ -315,6 +320,16 @@ enum Move {
     Stand,
 }
 
+/// Whether a candidate may create the Lease it found missing. Its holder
+/// (still leading) re-creates it at once. Anyone else treats a Lease that
+/// vanished (deleted by hand) like one that stopped being renewed: it waits
+/// the lease duration from the last change it saw, by its own clock. Taken
+/// at once, the holder would go on leading until its next renewal failed:
+/// two leaders. A candidate that never saw the Lease creates it (first start).
+fn may_create(holding: bool, since_seen_change: Option<Duration>, lease: Duration) -> bool {
+    holding || since_seen_change.is_none_or(|seen| seen >= lease)
+}
+
 /// `unchanged_for`: how long this process has seen the record unchanged (its
 /// own clock, never the holder's timestamps).
 fn decide(holder: Option<&str>, me: &str, unchanged_for: Duration, lease: Duration) -> Move {
@@ -383,6 +398,24 @@ mod tests {
 
     const LEASE: Duration = Duration::from_secs(15);
     const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_lease_deleted_by_hand_is_recreated_by_its_holder_and_waited_for_by_the_others() {
+        assert!(
+            super::may_create(true, Some(S(0)), LEASE),
+            "the holder at once"
+        );
+        assert!(!super::may_create(false, Some(S(0)), LEASE));
+        assert!(!super::may_create(false, Some(S(14)), LEASE));
+        assert!(
+            super::may_create(false, Some(S(15)), LEASE),
+            "as if expired"
+        );
+        assert!(
+            super::may_create(false, None, LEASE),
+            "never seen: first start"
+        );
+    }
 
     #[test]
     fn decide_renews_its_own_lease_whatever_its_age() {

@@ -26,6 +26,7 @@ pub mod rollout;
 pub mod rules;
 pub mod run;
 pub mod server;
+pub mod status_trust;
 pub mod stores;
 pub mod time;
 pub mod validate;

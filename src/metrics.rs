@@ -58,6 +58,10 @@ pub struct Metrics {
     leader: Gauge,
     config_valid: Gauge,
     config_reloads: Family<ResultLabel, Counter>,
+    status_writes: Family<ResultLabel, Counter>,
+    /// Since when every status write has failed (none succeeded since), and
+    /// the last error: what `/readyz` reports once it lasts.
+    status_failing: Mutex<Option<(Instant, String)>>,
     /// Scrapes recompute the gauges: one at a time.
     scrape: Mutex<()>,
 }
@@ -78,6 +82,7 @@ impl Default for Metrics {
         let leader = Gauge::default();
         let config_valid = Gauge::default();
         let config_reloads = Family::<ResultLabel, Counter>::default();
+        let status_writes = Family::<ResultLabel, Counter>::default();
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
@@ -139,8 +144,15 @@ impl Default for Metrics {
             "Changes of the operator configuration file read at runtime, by result: valid (in force) or invalid (ignored)",
             config_reloads.clone(),
         );
+        registry.register(
+            "status_writes",
+            "Status writes of both kinds by result (ok, failed); a failed one is also an Event on the object, and /readyz fails while none has succeeded for a while",
+            status_writes.clone(),
+        );
         Metrics {
             registry,
+            status_writes,
+            status_failing: Mutex::new(None),
             reconciles,
             gateway_reconciles,
             duration,
@@ -159,6 +171,38 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// A status write succeeded, or failed with `error`.
+    pub fn status_write(&self, error: Option<&kube::Error>) {
+        let mut failing = self
+            .status_failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let result = match error {
+            None => {
+                *failing = None;
+                "ok"
+            }
+            Some(e) => {
+                let since = failing.as_ref().map_or_else(Instant::now, |(at, _)| *at);
+                *failing = Some((since, e.to_string()));
+                "failed"
+            }
+        };
+        self.status_writes
+            .get_or_create(&ResultLabel { result })
+            .inc();
+    }
+
+    /// How long every status write has failed (none succeeded since the
+    /// first of them), and the last error.
+    pub fn status_writes_failing(&self) -> Option<(std::time::Duration, String)> {
+        let failing = self
+            .status_failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        failing.as_ref().map(|(at, e)| (at.elapsed(), e.clone()))
+    }
+
     pub fn record_error(&self, label: &'static str) {
         self.count(label);
     }

@@ -13,17 +13,29 @@
 //!   that restarts no pod, and drift repair are never held.
 //! - **The budget.** `rollout.maxUnavailable` (a count, or a percentage of the
 //!   instances in scope, rounded down, at least 1) bounds the instances that
-//!   were Ready when admitted and are not Ready again. An instance that is not
-//!   Ready takes the change at once and does not count: it cannot become less
-//!   available, and the change may be its fix (docs/incidents.md #1).
+//!   served (every pod of its workload available) when admitted and whose
+//!   workload is not available again on the admitted revision. An instance
+//!   whose pods do not all serve takes the change at once and does not count:
+//!   it cannot become less available, and the change may be its fix
+//!   (docs/incidents.md #1). Serving is read from the StatefulSet, never from
+//!   the Ready condition: an instance not Ready only because its Ingress has
+//!   no address still serves from its pods.
 //! - **Order.** An instance first joins the queue (its record says it
 //!   waits, since when), then is admitted in a stable order: those with the
 //!   canary label first, then by namespace and name. The queue is whatever
 //!   waiting records the cache shows, so an instance reconciled later joins
 //!   behind those already waiting that come before it.
-//! - **Halt.** An admitted instance not Ready within `rollout.progressDeadline`
-//!   stops further admissions of that operator revision; a newer one (a
-//!   corrected configuration or release) ends the halt by itself.
+//! - **Halt.** An instance admitted while it served and not Ready within
+//!   `rollout.progressDeadline` stops further admissions of that operator
+//!   revision; a newer one (a corrected configuration or release) ends the
+//!   halt by itself. One that did not serve when admitted never halts anyone.
+//! - **Out of it.** A paused instance, one being deleted, and one whose
+//!   spec is invalid or whose host is another's hold no slot and halt
+//!   nothing; their records are dropped.
+//! - **Records are the operator's.** A record counts only when it is of the
+//!   operator revision in force and the operator wrote it: status is anyone's
+//!   to write, and the apiserver's managedFields say who wrote what
+//!   (`crate::status_trust`).
 //! - **No memory.** Every instance records its own state in
 //!   `status.rollout` (waiting since, admitted at, whether it was Ready), and
 //!   the budget is computed from those records in the cache: it holds across
@@ -114,11 +126,20 @@ impl RolloutConfig {
     }
 }
 
-/// What the budget needs to know about one instance, from its cached status.
+/// What the budget needs to know about one instance, from the caches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     pub key: OrderKey,
+    /// Its Ready condition: whether an admitted rollout failed.
     pub ready: bool,
+    /// Its workload's pods all serve now (from the StatefulSet, not from the
+    /// Ready condition: an instance whose Ingress has no address still
+    /// serves from its pods, and a restart takes that away).
+    pub serving: bool,
+    /// Paused or being deleted: it holds no slot, waits in no queue and fails
+    /// no rollout, whatever its record says.
+    pub out: bool,
+    /// Its record, if the operator wrote it (`status_trust`).
     pub rollout: Option<RolloutStatus>,
 }
 
@@ -179,22 +200,31 @@ pub fn fleet(
     let mut f = Fleet::default();
     for m in members {
         f.total += 1;
-        let Some(r) = &m.rollout else { continue };
+        // A record of another operator revision is over: the instance's own
+        // reconcile replaces it (and a forged one holds nobody).
+        let Some(r) = m
+            .rollout
+            .as_ref()
+            .filter(|r| r.fleet_revision == fleet_revision)
+        else {
+            continue;
+        };
+        if m.out {
+            continue;
+        }
         match r.state {
-            RolloutState::Admitted => {
-                // Counted from admission (before its pods restart) until its
-                // record is cleared, Ready again on the admitted revision.
-                if r.was_ready {
-                    f.in_flight.push(m.key.clone());
-                }
-                if !m.ready && r.fleet_revision == fleet_revision && past_deadline(r, deadline, now)
-                {
+            // Counted from admission (before its pods restart) until its
+            // record is cleared, its pods serving again on the admitted
+            // revision; only an instance that served when admitted counts,
+            // and only its failure halts the rollout: one that never served
+            // says nothing about the change.
+            RolloutState::Admitted if r.was_ready => {
+                f.in_flight.push(m.key.clone());
+                if !m.ready && past_deadline(r, deadline, now) {
                     f.failed.push(m.key);
                 }
             }
-            RolloutState::Waiting if m.ready && r.fleet_revision == fleet_revision => {
-                f.queue.push(m.key)
-            }
+            RolloutState::Waiting if m.serving => f.queue.push(m.key),
             _ => {}
         }
     }
@@ -223,7 +253,10 @@ pub enum Admission {
 }
 
 pub fn admit(me: &Member, fleet: &Fleet, max_unavailable: &MaxUnavailable) -> Admission {
-    if !me.ready {
+    // Only an instance whose pods do not all serve already may go first
+    // uncounted: a restart cannot make it less available, and the change may
+    // be its fix (docs/incidents.md #1).
+    if !me.serving {
         return Admission::Admit { counted: false };
     }
     if !fleet.failed.is_empty() {

@@ -34,6 +34,12 @@ use crate::config_watch::FileState;
 use crate::leader::LeaderState;
 use crate::metrics::Metrics;
 
+/// Every status write failing for this long (none succeeding meanwhile)
+/// makes the operator unready: it cannot report what it does. One instance
+/// whose writes fail while others' succeed does not (a tenant cannot make
+/// the operator unready); its failures are its Events and the metric.
+pub const STATUS_FAILING_UNREADY: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What the endpoints report; filled in as start-up progresses.
 #[derive(Default)]
 pub struct Probes {
@@ -73,6 +79,14 @@ impl Probes {
         }
         if !self.synced.load(Ordering::Acquire) {
             return Err("caches not synced".into());
+        }
+        if let Some((failing, error)) = self.metrics.status_writes_failing()
+            && failing >= STATUS_FAILING_UNREADY
+        {
+            return Err(format!(
+                "no status write has succeeded for {}s: {error}",
+                failing.as_secs()
+            ));
         }
         match self.leader.get() {
             Some(state) if !state.borrow().healthy => {

@@ -107,6 +107,26 @@ impl Stores {
         crate::cached_sts::data_claim(&*self.stateful_set(&id)?)
     }
 
+    /// [`Stores::workload_serving`] of an instance.
+    pub fn serving(&self, instance: &crate::api::KuraInstance) -> bool {
+        self.workload_serving(
+            instance.metadata.namespace.as_deref().unwrap_or_default(),
+            instance.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// Whether every pod of the instance's live StatefulSet serves now
+    /// (`cached_sts::serving`); false when it has none.
+    pub fn workload_serving(&self, namespace: &str, name: &str) -> bool {
+        let id = ObjectId {
+            kind: ChildKind::StatefulSet,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        };
+        self.stateful_set(&id)
+            .is_some_and(|sts| crate::cached_sts::serving(&sts))
+    }
+
     pub fn stateful_set(&self, id: &ObjectId) -> Option<std::sync::Arc<StatefulSet>> {
         self.stateful_sets.get(&key(id))
     }

@@ -18,7 +18,6 @@ pub mod show;
 use serde::Serialize;
 
 use crate::api::KuraInstance;
-use crate::api::conditions::{READY, is_true};
 use crate::config::OperatorConfig;
 use crate::kind::ChildKind;
 use crate::reconcile::plan::{self, ApplyOp, ApplyReason, Plan};
@@ -267,12 +266,12 @@ pub fn diff_instance(
                 .as_ref()
                 .expect("Apply is planned for a valid instance");
             out.pod_restart = pods_restart(&apply, &reasons, desired, live);
+            // As the operator decides: only an instance whose pods all serve
+            // is paced (`rollout::admit`), read from its StatefulSet.
             out.waits_for_budget = out.pod_restart
                 && budget::budgeted(&observed, desired)
-                && instance
-                    .status
-                    .as_ref()
-                    .is_some_and(|s| is_true(&s.conditions, READY));
+                && !budget::out_of_rollouts(instance)
+                && live.stores.serving(instance);
             out.objects = apply
                 .iter()
                 .map(|op| ObjectChange {

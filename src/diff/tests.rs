@@ -197,7 +197,7 @@ fn an_ingress_class_change_does_not_restart_pods() {
     assert_eq!(changes(&d), ["~ Ingress acme"]);
     assert!(
         !d.pod_restart,
-        "INCIDENTS.md #4: an ingress class does not roll the pods"
+        "docs/incidents.md #4: an ingress class does not roll the pods"
     );
 }
 
@@ -461,7 +461,23 @@ fn show_diff_compares_the_operators_fields_only() {
 
 /// `fleet`'s instance as the operator leaves it Ready after an apply of its
 /// current generation.
+/// The workload's pods: all available, or `available` of them.
+fn workload_available(fleet: &mut Fleet, available: i64) {
+    for (kind, object) in &mut fleet.objects {
+        if *kind == ChildKind::StatefulSet {
+            object["status"] = json!({"availableReplicas": available, "readyReplicas": available});
+        }
+    }
+}
+
 fn ready_on_its_generation(fleet: &mut Fleet) {
+    let replicas = fleet
+        .objects
+        .iter()
+        .find(|(k, _)| *k == ChildKind::StatefulSet)
+        .and_then(|(_, o)| o["spec"]["replicas"].as_i64())
+        .unwrap_or(1);
+    workload_available(fleet, replicas);
     let generation = fleet.instance.metadata.generation;
     let status = fleet.instance.status.as_mut().unwrap();
     status.applied_generation = generation;
@@ -482,12 +498,28 @@ fn a_configuration_change_that_restarts_a_ready_instances_pods_waits_for_the_bud
     let d = fleet.diff(&domain);
     assert!(d.pod_restart && d.waits_for_budget, "{d:?}");
 
-    // Not Ready: it takes the change at once (it may be its fix).
+    // Its pods down: it takes the change at once (it may be its fix).
+    let mut down = Fleet::converged(instance("acme", json!({})), &config());
+    ready_on_its_generation(&mut down);
+    workload_available(&mut down, 0);
+    let d = down.diff(&domain);
+    assert!(d.pod_restart && !d.waits_for_budget);
+
+    // Not Ready (say, its Ingress has no address) while its pods serve: the
+    // restart takes that away, so it waits like any other, as the operator
+    // decides (`rollout::admit`).
     let mut unready = Fleet::converged(instance("acme", json!({})), &config());
     ready_on_its_generation(&mut unready);
     unready.instance.status.as_mut().unwrap().conditions.clear();
     let d = unready.diff(&domain);
-    assert!(d.pod_restart && !d.waits_for_budget);
+    assert!(d.pod_restart && d.waits_for_budget);
+
+    // Paused: out of the budget.
+    let mut paused = Fleet::converged(instance("acme", json!({})), &config());
+    ready_on_its_generation(&mut paused);
+    paused.instance.spec.paused = true;
+    let d = paused.diff(&domain);
+    assert!(!d.waits_for_budget, "{d:?}");
 
     // The user's change (a new generation) never waits.
     fleet.instance.metadata.generation = Some(2);

@@ -205,9 +205,17 @@ pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action
     let news = status::events_for(&observed.status, &new_status, &outcome);
     if shared_status::worth_writing(&observed.status, &new_status, recall.since_status_written) {
         let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), &namespace);
-        match shared_status::write_status(&api, &name, &new_status, GATEWAY_FIELD_MANAGER).await {
+        let written =
+            shared_status::write_status(&api, &name, &new_status, GATEWAY_FIELD_MANAGER).await;
+        ctx.metrics.status_write(written.as_ref().err());
+        match written {
             Ok(rv) => ctx.gateway_memory.status_written(&gw, rv, &new_status),
             Err(source) => {
+                events::publish(
+                    &ctx,
+                    &gw,
+                    vec![crate::reconcile::events::status_write_failed(&source)],
+                );
                 let failures = streak("status");
                 return Err(Error::Status { source, failures });
             }

@@ -58,19 +58,36 @@ pub fn order_key(instance: &KuraInstance, config: &OperatorConfig) -> OrderKey {
     }
 }
 
-pub fn member(instance: &KuraInstance, config: &OperatorConfig) -> Member {
+/// Whether an instance's pods all serve now, from the caches.
+pub type Serving<'a> = &'a dyn Fn(&KuraInstance) -> bool;
+
+pub fn member(instance: &KuraInstance, config: &OperatorConfig, serving: Serving) -> Member {
     let status = instance.status.as_ref();
     Member {
         key: order_key(instance, config),
         ready: status.is_some_and(|s| is_true(&s.conditions, READY)),
-        rollout: status.and_then(|s| s.rollout.clone()),
+        serving: serving(instance),
+        out: out_of_rollouts(instance),
+        rollout: status
+            .and_then(|s| s.rollout.clone())
+            .filter(|_| crate::status_trust::written_by_operator(&instance.metadata, "rollout")),
     }
 }
 
+/// Paused or being deleted: holds no slot of the budget.
+pub fn out_of_rollouts(instance: &KuraInstance) -> bool {
+    instance.spec.paused || instance.metadata.deletion_timestamp.is_some()
+}
+
 /// The fleet of the instances in the cache, for the configuration in force.
-pub fn fleet(instances: &[Arc<KuraInstance>], config: &OperatorConfig, now: Timestamp) -> Fleet {
+pub fn fleet(
+    instances: &[Arc<KuraInstance>],
+    config: &OperatorConfig,
+    serving: Serving,
+    now: Timestamp,
+) -> Fleet {
     rollout::fleet(
-        instances.iter().map(|i| member(i, config)),
+        instances.iter().map(|i| member(i, config, serving)),
         &config.fleet_revision(),
         config.rollout.deadline(),
         now,
@@ -84,11 +101,12 @@ pub fn view(
     instance: &KuraInstance,
     observed: &Observed,
     desired: Option<&Desired>,
-    instances: impl FnOnce() -> Vec<Arc<KuraInstance>>,
+    stores: &crate::stores::Stores,
     admissions: &Admissions,
     config: &OperatorConfig,
     now: Timestamp,
 ) -> BudgetView {
+    let serving = &|i: &KuraInstance| stores.serving(i);
     let Some(desired) = desired else {
         return BudgetView::default();
     };
@@ -105,11 +123,11 @@ pub fn view(
         };
     }
     let mut pending = admissions.pending.lock().unwrap_or_else(|e| e.into_inner());
-    let all = instances();
+    let all = stores.instances.state();
     if never_binds(&config.rollout.max_unavailable, all.len()) {
         return BudgetView::default();
     }
-    let mut fleet = fleet(&all, config, now);
+    let mut fleet = fleet(&all, config, serving, now);
     // Pending admissions the cache does not count yet count here. Only a
     // waiting instance is admitted, so while the cache still shows it waiting
     // it has not caught up; any other state (admitted, or already done and
@@ -123,7 +141,7 @@ pub fn view(
     for (key, _) in pending.values() {
         fleet.count_admitted(key);
     }
-    let decision = admission(instance, observed, &fleet, config);
+    let decision = admission(instance, observed, &fleet, config, serving);
     if decision == (Admission::Admit { counted: true })
         && let Some(uid) = &instance.metadata.uid
     {
@@ -160,10 +178,13 @@ pub fn admission(
     observed: &Observed,
     fleet: &Fleet,
     config: &OperatorConfig,
+    serving: Serving,
 ) -> Admission {
     let me = Member {
         key: order_key(instance, config),
         ready: is_true(&observed.status.conditions, READY),
+        serving: serving(instance),
+        out: out_of_rollouts(instance),
         rollout: observed.status.rollout.clone(),
     };
     rollout::admit(&me, fleet, &config.rollout.max_unavailable)
@@ -174,7 +195,8 @@ pub fn admission(
 /// requeue.
 pub fn wake_next(ctx: &crate::context::Context, config: &OperatorConfig, now: Timestamp) {
     let instances = ctx.stores.instances.state();
-    let fleet = fleet(&instances, config, now);
+    let serving = |i: &KuraInstance| ctx.stores.serving(i);
+    let fleet = fleet(&instances, config, &serving, now);
     for key in rollout::next_in_line(&fleet, &config.rollout.max_unavailable) {
         let target = kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace);
         let _ = ctx.wake.send(target);

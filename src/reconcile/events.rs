@@ -180,6 +180,44 @@ pub fn events_for(
 /// shown the first one's revision with a count of 2; and at a thousand
 /// instances that cache was megabytes of the operator's memory. Our Events
 /// mark transitions, each with its own note: there is nothing to fold.
+/// A status write that failed: the object says so itself, since its status
+/// cannot (the API's message names the field and the reason; no secret is
+/// in a status).
+pub fn status_write_failed(error: &kube::Error) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: "StatusWriteFailed".into(),
+        note: Some(
+            format!("writing status failed (retried with backoff): {error}")
+                .chars()
+                .take(1000)
+                .collect(),
+        ),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
+/// Inventory entries of status naming objects of another namespace: never
+/// read, never pruned, and dropped from status by this write.
+pub fn inventory_ignored(entries: &[String]) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: "InventoryIgnored".into(),
+        note: Some(
+            format!(
+                "status.inventory named objects outside the instance's namespace, which it never creates; ignored (not read, not pruned) and removed: {}",
+                entries.join("; ")
+            )
+            .chars()
+            .take(1000)
+            .collect(),
+        ),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
 pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, events: Vec<Event>) {
     if events.is_empty() {
         return;

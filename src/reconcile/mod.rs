@@ -138,7 +138,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         &observed,
         // An instance that may apply nothing takes no slot of the budget.
         desired.as_ref().filter(|_| host_conflict.is_none()),
-        || ctx.stores.instances.state(),
+        &ctx.stores,
         &ctx.admissions,
         &config,
         now,
@@ -243,12 +243,21 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     });
     log_outcome(&namespace, &name, &outcome, &new_status);
     ctx.metrics.record(&outcome, new_status.phase);
-    let events = events::events_for(&observed.status, &new_status, &outcome);
-    if status::worth_writing(&observed.status, &new_status, recall.since_status_written) {
+    let mut events = events::events_for(&observed.status, &new_status, &outcome);
+    if !observed.ignored_inventory.is_empty() {
+        events.push(events::inventory_ignored(&observed.ignored_inventory));
+    }
+    // Ignored entries are still in the live status: the write removes them.
+    if !observed.ignored_inventory.is_empty()
+        || status::worth_writing(&observed.status, &new_status, recall.since_status_written)
+    {
         let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), &namespace);
-        match status::write(&api, &name, &new_status).await {
+        let written = status::write(&api, &name, &new_status).await;
+        ctx.metrics.status_write(written.as_ref().err());
+        match written {
             Ok(rv) => ctx.memory.status_written(&instance, rv, &new_status),
             Err(source) => {
+                events::publish(&ctx, &instance, vec![events::status_write_failed(&source)]);
                 let streak = ctx.memory.transient_failure(&instance, "status", now);
                 return Err(Error::Status {
                     source,

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
-use crate::api::{KuraInstance, KuraInstanceStatus};
+use crate::api::{InventoryEntry, KuraInstance, KuraInstanceStatus};
 use crate::keys::{
     ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION,
     FIELD_MANAGER, KURA_CONTAINER, LABEL_GATEWAY, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
@@ -24,9 +24,11 @@ pub fn observe(
     desired: Option<&Desired>,
     stores: &Stores,
 ) -> Observed {
-    let status = status.unwrap_or_default();
+    let mut status = status.unwrap_or_default();
     let name = instance.metadata.name.as_deref().unwrap_or_default();
     let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
+    let ignored_inventory = keep_own_inventory(&mut status.inventory, namespace);
+    forget_records_of_others(&mut status, &instance.metadata);
     let uid = instance.metadata.uid.as_deref().unwrap_or_default();
     let mut ids: Vec<ObjectId> = status
         .inventory
@@ -86,11 +88,55 @@ pub fn observe(
         running_image,
         running_pod_template_hash,
         image_managers,
+        ignored_inventory,
         // Not a cache's to say: the reconcile knows its own recent applies.
         just_applied: false,
         // The fleet's, not this instance's: set by the reconcile (`budget::view`).
         budget: Default::default(),
     }
+}
+
+/// Forgets the records of `status` that another manager wrote (see
+/// `status_trust`): the rollout record (it would hold or order the fleet),
+/// the inventory, the retry and take-back counts. The next status write
+/// replaces them with the operator's own.
+pub fn forget_records_of_others(status: &mut KuraInstanceStatus, meta: &ObjectMeta) {
+    let others = crate::status_trust::foreign_status_fields(meta);
+    if others.contains("rollout") {
+        status.rollout = None;
+    }
+    if others.contains("inventory") {
+        status.inventory.clear();
+    }
+    if others.contains("retry") {
+        status.retry = None;
+    }
+    if others.contains("conflict") {
+        status.conflict = None;
+    }
+}
+
+/// Drops the inventory entries that cannot be this instance's, and returns
+/// them (as `kind namespace/name`) to be reported. An instance renders its
+/// objects in its own namespace only; status is anyone's to write, so an
+/// entry naming another namespace (or a cluster-scoped object) is a forgery
+/// or a mistake, and reading it would tell the writer whether an object of
+/// another tenant exists.
+pub fn keep_own_inventory(inventory: &mut Vec<InventoryEntry>, namespace: &str) -> Vec<String> {
+    let mut ignored = Vec::new();
+    inventory.retain(|e| {
+        let own = e.namespace.as_deref() == Some(namespace);
+        if !own {
+            ignored.push(format!(
+                "{} {}/{}",
+                e.kind,
+                e.namespace.as_deref().unwrap_or("(cluster)"),
+                e.name
+            ));
+        }
+        own
+    });
+    ignored
 }
 
 /// `rendered`: the object as this operator renders it now, if it does; the

@@ -88,6 +88,9 @@ pub struct Observed {
     pub running_pod_template_hash: Option<String>,
     /// Other field managers holding that image (`observe::rivals`).
     pub image_managers: Vec<String>,
+    /// Inventory entries of the status read that cannot be this instance's
+    /// (another namespace): dropped from `status`, reported.
+    pub ignored_inventory: Vec<String>,
     /// This process applied these very inputs within the last [`SETTLE`]: the
     /// caches may not show that write yet.
     pub just_applied: bool,

@@ -19,6 +19,10 @@ use crate::render::hash::short;
 /// becoming "1/3 …") at most every `status::MESSAGE_REFRESH`.
 const PROGRESSING: &str = "WorkloadProgressing";
 
+/// The reason of an activation whose workload is available on the revision
+/// and whose Ingress has no address yet.
+pub const INGRESS_NO_ADDRESS: &str = "IngressNoAddress";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Activation {
     Active {
@@ -28,6 +32,17 @@ pub enum Activation {
         reason: &'static str,
         message: String,
     },
+}
+
+impl Activation {
+    /// The workload is available on the applied revision (whatever its
+    /// Ingresses say): an operator-originated rollout of it is done.
+    pub fn workload_available(&self) -> bool {
+        match self {
+            Activation::Active { .. } => true,
+            Activation::Waiting { reason, .. } => *reason == INGRESS_NO_ADDRESS,
+        }
+    }
 }
 
 /// One rendered ingress with what the caches know about it and its class.
@@ -170,7 +185,7 @@ pub fn activation(
                 ),
             };
             return waiting(
-                "IngressNoAddress",
+                INGRESS_NO_ADDRESS,
                 format!("ingress {} has no address; {cause}", ing.name),
             );
         }

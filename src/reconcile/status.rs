@@ -602,30 +602,95 @@ pub async fn write(
     write_status(api, name, status, FIELD_MANAGER).await
 }
 
-/// The status of any of the operator's kinds, by server-side apply under
-/// `manager`; returns the object's resourceVersion after the write.
-pub async fn write_status<K>(
+/// The status of any of the operator's kinds, under `manager`; returns the
+/// object's resourceVersion after the write.
+///
+/// Status is the operator's report, and anyone who may write the status
+/// subresource can put anything there. So the write replaces the whole
+/// status: a merge patch that names every field the kind's schema knows,
+/// with null for each the new status lacks, at every level of objects (lists
+/// are replaced whole by a merge patch; fields the schema does not know are
+/// pruned by the apiserver). What another writer left cannot survive it, and
+/// cannot combine with it into something the schema rejects: with a
+/// server-side apply, a record another manager co-owned was left half
+/// removed and every later write failed with 422.
+pub async fn write_status<K, S>(
     api: &Api<K>,
     name: &str,
-    status: &impl serde::Serialize,
+    status: &S,
     manager: &str,
 ) -> Result<Option<String>, kube::Error>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>
+        + kube::CustomResourceExt
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    S: serde::Serialize,
 {
-    let body = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    });
+    let body = serde_json::json!({ "status": whole_status::<K>(status) });
+    let params = PatchParams {
+        field_manager: Some(manager.to_string()),
+        ..Default::default()
+    };
     let written = api
-        .patch_status(
-            name,
-            &PatchParams::apply(manager).force(),
-            &Patch::Apply(&body),
-        )
+        .patch_status(name, &params, &Patch::Merge(&body))
         .await?;
     Ok(written.meta().resource_version.clone())
+}
+
+/// `status` as a merge patch that replaces the whole status of a `K`.
+pub fn whole_status<K: kube::CustomResourceExt>(
+    status: &impl serde::Serialize,
+) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    null_absent(&mut value, &status_schema::<K>());
+    value
+}
+
+/// The status schema of `K`'s CRD, generated once per kind.
+fn status_schema<K: kube::CustomResourceExt>() -> std::sync::Arc<serde_json::Value> {
+    type Schemas =
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<serde_json::Value>>>;
+    static SCHEMAS: std::sync::OnceLock<Schemas> = std::sync::OnceLock::new();
+    let mut schemas = SCHEMAS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    schemas
+        .entry(K::crd_name().to_string())
+        .or_insert_with(|| {
+            let crd = K::crd();
+            let schema = crd
+                .spec
+                .versions
+                .first()
+                .and_then(|v| v.schema.as_ref()?.open_api_v3_schema.as_ref())
+                .and_then(|s| s.properties.as_ref()?.get("status"))
+                .and_then(|s| serde_json::to_value(s).ok())
+                .unwrap_or_default();
+            std::sync::Arc::new(schema)
+        })
+        .clone()
+}
+
+/// Sets every property `schema` knows that `value` lacks to null, in every
+/// nested object (not inside lists: a merge patch replaces a list whole).
+fn null_absent(value: &mut serde_json::Value, schema: &serde_json::Value) {
+    let (Some(object), Some(properties)) = (
+        value.as_object_mut(),
+        schema.get("properties").and_then(|p| p.as_object()),
+    ) else {
+        return;
+    };
+    for (key, property) in properties {
+        match object.get_mut(key) {
+            Some(present) => null_absent(present, property),
+            None => {
+                object.insert(key.clone(), serde_json::Value::Null);
+            }
+        }
+    }
 }
 
 mod rollout;
@@ -637,6 +702,31 @@ mod tables;
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    /// Every field of the schema the new status lacks is sent as null, at
+    /// every level, so a record another writer left cannot survive the write.
+    #[test]
+    fn a_status_write_names_every_field_it_lacks_as_null() {
+        let status = KuraInstanceStatus {
+            phase: Some(Phase::Ready),
+            gateway: Some(crate::api::GatewayStatus {
+                ingress_class_name: "shared".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let patch = super::whole_status::<crate::api::KuraInstance>(&status);
+        assert_eq!(patch["phase"], "Ready");
+        assert!(patch["conflict"].is_null() && patch.get("conflict").is_some());
+        assert!(patch["rollout"].is_null() && patch.get("rollout").is_some());
+        assert!(patch.get("inventory").is_some_and(|v| v.is_null()));
+        assert!(
+            patch["gateway"]
+                .get("gatewayName")
+                .is_some_and(|v| v.is_null())
+        );
+        assert_eq!(patch["gateway"]["ingressClassName"], "shared");
+    }
 
     use super::{MESSAGE_REFRESH, worth_writing};
     use crate::api::conditions::READY;

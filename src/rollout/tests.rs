@@ -25,6 +25,8 @@ fn member(name: &str, ready: bool, rollout: Option<RolloutStatus>) -> Member {
     Member {
         key: key(name),
         ready,
+        serving: ready,
+        out: false,
         rollout,
     }
 }
@@ -73,7 +75,10 @@ fn the_budget_counts_instances_admitted_while_ready_until_their_record_is_cleare
             member("a", false, admitted(FLEET, true, 30)), // counts
             member("b", true, admitted(FLEET, true, 30)), // admitted, pods not restarted yet: counts
             member("c", false, admitted(FLEET, false, 30)), // was not Ready: never counts
-            member("d", false, admitted("f1", true, 30)), // an older rollout still counts
+            // A record of another operator revision holds nobody: the
+            // instance's own reconcile replaces it, and a forged one (status
+            // is anyone's to write) must not hold the fleet.
+            member("d", false, admitted("f1", true, 30)),
             member("e", true, None),
         ],
         FLEET,
@@ -81,8 +86,60 @@ fn the_budget_counts_instances_admitted_while_ready_until_their_record_is_cleare
         now(),
     );
     assert_eq!(f.total, 5);
-    assert_eq!(f.in_flight, [key("a"), key("b"), key("d")]);
+    assert_eq!(f.in_flight, [key("a"), key("b")]);
     assert!(f.failed.is_empty());
+}
+
+#[test]
+fn a_paused_or_deleted_instance_holds_no_slot_and_fails_nothing() {
+    let mut paused = member("p", false, admitted(FLEET, true, 700));
+    paused.out = true;
+    let mut queued = member("q", true, waiting(FLEET));
+    queued.out = true;
+    let f = fleet([paused, queued], FLEET, DEADLINE, now());
+    assert_eq!(f.total, 2);
+    assert!(f.in_flight.is_empty() && f.queue.is_empty() && f.failed.is_empty());
+}
+
+#[test]
+fn one_that_did_not_serve_when_admitted_never_halts_the_fleet() {
+    let f = fleet(
+        [member("a", false, admitted(FLEET, false, 700))],
+        FLEET,
+        DEADLINE,
+        now(),
+    );
+    assert!(f.failed.is_empty(), "{f:?}");
+}
+
+#[test]
+fn serving_not_ready_is_counted_and_only_a_workload_down_goes_uncounted() {
+    // Not Ready (its Ingress has no address) but its pods serve: it is in
+    // the queue and counted like any other.
+    let mut serving = member("a", false, waiting(FLEET));
+    serving.serving = true;
+    let f = fleet(
+        [serving.clone(), member("b", true, waiting(FLEET))],
+        FLEET,
+        DEADLINE,
+        now(),
+    );
+    assert_eq!(f.queue, [key("a"), key("b")]);
+    assert_eq!(
+        admit(&serving, &f, &count(1)),
+        Admission::Admit { counted: true }
+    );
+    assert!(matches!(
+        admit(&member("b", true, waiting(FLEET)), &f, &count(1)),
+        Admission::Wait { .. }
+    ));
+    // Its pods down: it goes at once, uncounted.
+    let mut down = member("c", true, waiting(FLEET));
+    down.serving = false;
+    assert_eq!(
+        admit(&down, &f, &count(1)),
+        Admission::Admit { counted: false }
+    );
 }
 
 #[test]
@@ -188,13 +245,13 @@ fn a_failed_admission_halts_this_revision_and_a_newer_one_ends_the_halt() {
         }
     );
     assert!(next_in_line(&f1, &count(3)).is_empty());
-    // A corrected configuration: operator revision f2. The failed one is not
-    // Ready, so it goes at once (uncounted); the others follow in the budget,
-    // where the failed one of f1 still counts until it is Ready.
+    // A corrected configuration: operator revision f2. The failed one does
+    // not serve, so it goes at once (uncounted); the others follow in the
+    // budget. The record of f1 holds nothing under f2.
     let joined = [members[0].clone(), member("b", true, waiting("f2"))];
     let f2 = fleet(joined, "f2", DEADLINE, now());
     assert!(f2.failed.is_empty());
-    assert_eq!(f2.in_flight, [key("a")]);
+    assert!(f2.in_flight.is_empty());
     assert_eq!(
         admit(&members[0], &f2, &count(3)),
         Admission::Admit { counted: false }

@@ -28,14 +28,24 @@ pub struct RolloutInputs<'a> {
 }
 
 pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &StatusInputs) {
-    let Some(d) = i.desired else {
-        return; // invalid: the record stands as it was
+    // Out of the rollout (invalid, paused, nothing it may apply): it holds no
+    // slot and waits in no queue, so its record is dropped.
+    let out = matches!(
+        i.outcome,
+        Outcome::Invalid(_) | Outcome::Paused | Outcome::NameConflict(_) | Outcome::HostConflict(_)
+    );
+    let Some(d) = i.desired.filter(|_| !out) else {
+        s.rollout = None;
+        fresh.retain(|c| c.type_ != ROLLOUT_HELD && c.type_ != ROLLOUT_FAILED);
+        return;
     };
     let r = &i.rollout;
     let prev = i.observed.status.rollout.as_ref();
     let admitted_here =
         prev.is_some_and(|p| p.state == RolloutState::Admitted && p.revision == d.revision);
-    let active = matches!(i.activation, Some(Activation::Active { .. }));
+    // Its pods serve on the revision: the rollout is done, whatever its
+    // Ingresses say (a rollout restarts pods, not addresses).
+    let active = i.activation.is_some_and(Activation::workload_available);
     let held = match i.outcome {
         Outcome::Held(admission)
         | Outcome::Applied {
@@ -78,7 +88,7 @@ pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &Status
             i.now,
         )),
         (Outcome::Applied { .. }, None) => None,
-        // Ready again on the admitted revision: the rollout is done. A waiting
+        // Serving again on the admitted revision: the rollout is done. A waiting
         // record with nothing left to change is over too.
         (Outcome::Converged, None)
             if active || prev.is_some_and(|p| p.state == RolloutState::Waiting) =>
@@ -99,6 +109,7 @@ pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &Status
     }
     if let Some(record) = &s.rollout
         && record.state == RolloutState::Admitted
+        && record.was_ready
         && !active
         && rollout::past_deadline(record, r.deadline, i.now)
     {

@@ -248,5 +248,12 @@ async fn cluster_mode_grants_only_what_the_operator_needs() {
             .named("kura-operator"),
         access("update", "apps", "statefulsets").ns(there),
     ];
-    check_rbac(&ns, "replicas=1", &can, &cannot).await;
+    // Leader election is on by default; turned off, no Lease rights remain.
+    check_rbac(
+        &ns,
+        "replicas=1,leaderElection.enabled=false",
+        &can,
+        &cannot,
+    )
+    .await;
 }

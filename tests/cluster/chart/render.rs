@@ -44,7 +44,8 @@ fn deployment_args_are_run_flags_from_values() {
     assert_eq!(args.config.to_str(), Some("/etc/kura-operator/config.yaml"));
     assert_eq!(args.metrics_addr.port(), 8080);
     assert_eq!(args.namespace, None, "all namespaces by default");
-    assert!(!args.leader_elect, "one replica needs no leader election");
+    // On by default: a rolling update runs the old and the new pod at once.
+    assert!(args.leader_elect, "one replica elects too (helm upgrade)");
     assert_eq!(args.log_format, "text");
 
     let custom = template(

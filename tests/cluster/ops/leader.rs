@@ -288,3 +288,42 @@ async fn a_leader_whose_lease_requests_hang_stops_before_a_standby_takes_over() 
         .delete(&format!("shared-{}", ns.name), &Default::default())
         .await;
 }
+
+/// Deleting the Lease by hand (an administrator's cleanup, a namespace
+/// restore) once gave about a second of two leaders: the standby found no
+/// Lease and created one at once, while the leader still led until its next
+/// renewal failed. A standby now treats a vanished Lease like one that stopped
+/// being renewed (it waits the lease duration from the last change it saw),
+/// and the leader re-creates its own.
+#[tokio::test]
+async fn deleting_the_lease_by_hand_never_gives_two_leaders() {
+    let ns = TestNamespace::new("ops-lease-deleted").await;
+    let (a, b) = pair(&ns).await;
+    let leases = ns.api::<Lease>();
+    leases
+        .delete("kura-operator", &Default::default())
+        .await
+        .unwrap();
+    let deleted = Instant::now();
+    let mut both = 0;
+    let mut samples = 0;
+    // Past a whole lease duration: the window in which a standby could take over.
+    while deleted.elapsed() < LEASE + Duration::from_secs(5) {
+        let (la, lb) = (a.metric("kura_leader").await, b.metric("kura_leader").await);
+        if la == Some(1.0) && lb == Some(1.0) {
+            both += 1;
+        }
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await; // the sampling period
+    }
+    assert!(samples > 50, "sampled the whole window: {samples}");
+    assert_eq!(
+        both, 0,
+        "two leaders at once in {both} of {samples} samples"
+    );
+    let now_holder = holder(&ns).await;
+    assert!(
+        now_holder.is_some_and(|h| !h.is_empty()),
+        "the Lease exists again with a holder"
+    );
+}

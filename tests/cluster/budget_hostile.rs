@@ -1,0 +1,313 @@
+//! The fleet budget under a hostile tenant: a record in status the operator
+//! did not write, a pause right after an admission, and instances that are
+//! not Ready while their pods serve must neither hold the fleet nor let more
+//! than the budget restart at once. kura-sim plays the kubelet (its
+//! namespace annotations set how long a restarted pod takes to be Ready) and
+//! the ingress controller of the classes whose controller is
+//! `kura.dev/sim-ingress`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::operator::{Operator, Options, config, instance, shared_class};
+use crate::support::*;
+use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
+
+const T: Duration = Duration::from_secs(180);
+
+fn fleet_config(ns: &str, memory: &str, rollout: &str) -> String {
+    format!(
+        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
+        config(ns, "host", "example.com/none")
+    )
+}
+
+async fn statuses(instances: &Api<KuraInstance>) -> BTreeMap<String, (bool, KuraInstanceStatus)> {
+    instances
+        .list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .map(|i| {
+                    (
+                        i.metadata.name.unwrap_or_default(),
+                        (i.spec.paused, i.status.unwrap_or_default()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `names` each applied on a revision other than the one they had in
+/// `before` (any, for a name not in it), with no rollout record left.
+async fn rolled(
+    instances: &Api<KuraInstance>,
+    names: &[&str],
+    before: &BTreeMap<String, Option<String>>,
+    ready: bool,
+) {
+    wait_for(&format!("{names:?} to take the change"), T, || async {
+        let all = statuses(instances).await;
+        names
+            .iter()
+            .all(|n| {
+                all.get(*n).is_some_and(|(_, s)| {
+                    s.applied_revision.is_some()
+                        && s.applied_revision == s.desired_revision
+                        && s.rollout.is_none()
+                        && (!ready || s.phase == Some(Phase::Ready))
+                        && before.get(*n).is_none_or(|b| *b != s.applied_revision)
+                })
+            })
+            .then_some(())
+    })
+    .await
+}
+
+async fn applied(instances: &Api<KuraInstance>) -> BTreeMap<String, Option<String>> {
+    statuses(instances)
+        .await
+        .into_iter()
+        .map(|(n, (_, s))| (n, s.applied_revision))
+        .collect()
+}
+
+struct Small {
+    op: Operator,
+    instances: Api<KuraInstance>,
+    classes: Api<IngressClass>,
+    ns: TestNamespace,
+}
+
+impl Small {
+    async fn start(prefix: &str, ready_delay: &str, rollout: &str) -> Small {
+        let ns = TestNamespace::new(prefix).await;
+        Api::<Namespace>::all(ns.client.clone())
+            .patch(
+                &ns.name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    &json!({"metadata": {"annotations": {"sim.kura.dev/ready-delay": ready_delay}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        let classes = shared_class(&ns).await;
+        let op = Operator::start_with(
+            &ns.name,
+            &fleet_config(&ns.name, "256Mi", rollout),
+            &[],
+            Options::default(),
+        );
+        let instances = ns.api();
+        Small {
+            op,
+            instances,
+            classes,
+            ns,
+        }
+    }
+
+    async fn create(&self, name: &str, spec: impl FnOnce(&mut serde_json::Value)) {
+        let mut body = instance(name, "registry.example/kura:1.0.0");
+        spec(&mut body);
+        apply_json(&self.instances, "test", body).await.unwrap();
+    }
+
+    async fn finish(self) {
+        drop(self.op);
+        let _ = self
+            .classes
+            .delete(&format!("shared-{}", self.ns.name), &Default::default())
+            .await;
+    }
+}
+
+async fn all_ready(instances: &Api<KuraInstance>, names: &[&str]) {
+    rolled(instances, names, &BTreeMap::new(), true).await
+}
+
+/// A record in status the operator did not write, here on an instance the
+/// operator cannot reconcile (its region is unknown, so it is Invalid and
+/// nothing rewrites its status), once counted as a rollout in flight for
+/// good: with `maxUnavailable: 1` nobody else was ever admitted.
+#[tokio::test]
+async fn a_rollout_record_the_operator_did_not_write_holds_nobody() {
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
+    let f = Small::start("forged-record", "1s", rollout).await;
+    let fleet = ["b00", "b01", "b02"];
+    for n in fleet {
+        f.create(n, |_| {}).await;
+    }
+    f.create("zz", |b| b["spec"]["region"] = json!("nowhere"))
+        .await;
+    all_ready(&f.instances, &fleet).await;
+    wait_for("zz to be Invalid", T, || async {
+        let s = f.instances.get("zz").await.ok()?.status?;
+        (s.phase == Some(Phase::Invalid)).then_some(())
+    })
+    .await;
+    // The fleet revision in force, read from nowhere: a forger would copy it
+    // from a record of its own. Both a wrong one and the operator's own
+    // format with an old `since` are tried, on two instances.
+    f.instances
+        .patch_status(
+            "zz",
+            &PatchParams {
+                field_manager: Some("intruder".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&json!({"status": {"rollout": {
+                "state": "Admitted", "fleetRevision": "forged", "revision": "x",
+                "since": "2020-01-01T00:00:00Z", "wasReady": true}}})),
+        )
+        .await
+        .unwrap();
+    let before = applied(&f.instances).await;
+    f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
+    rolled(&f.instances, &fleet, &before, true).await;
+    f.finish().await;
+}
+
+/// Pausing an instance right after it was admitted once kept its Admitted
+/// record for good: with `maxUnavailable: 1` it held the only slot, and
+/// nobody after it was admitted. A pause releases the slot.
+#[tokio::test]
+async fn pausing_an_admitted_instance_releases_its_slot() {
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
+    let f = Small::start("pause-slot", "4s", rollout).await;
+    let fleet = ["b00", "b01", "b02"];
+    for n in fleet {
+        f.create(n, |_| {}).await;
+    }
+    all_ready(&f.instances, &fleet).await;
+    let before = applied(&f.instances).await;
+    f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
+    wait_for("b00 to be admitted", T, || async {
+        let s = f.instances.get("b00").await.ok()?.status?;
+        s.rollout
+            .filter(|r| r.state == RolloutState::Admitted)
+            .map(|_| ())
+    })
+    .await;
+    f.instances
+        .patch(
+            "b00",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    rolled(&f.instances, &["b01", "b02"], &before, true).await;
+    let (_, b00) = statuses(&f.instances).await.remove("b00").unwrap();
+    assert!(
+        b00.rollout.is_none(),
+        "the paused instance holds no record: {:?}",
+        b00.rollout
+    );
+    f.finish().await;
+}
+
+/// StatefulSets of the namespace whose pods are not all Ready and updated.
+async fn unavailable(sts: &Api<StatefulSet>) -> usize {
+    let Ok(list) = sts.list(&ListParams::default()).await else {
+        return 0;
+    };
+    list.items
+        .iter()
+        .filter(|s| {
+            let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
+            let status = s.status.clone().unwrap_or_default();
+            status.ready_replicas.unwrap_or(0) < want || status.updated_replicas.unwrap_or(0) < want
+        })
+        .count()
+}
+
+/// Instances that are not Ready only because their Ingress has no address
+/// (no controller serves the class) still serve from their pods: once they
+/// were admitted uncounted, all at once. Their restarts count against the
+/// budget, and such an instance's rollout is done when its workload is
+/// available again (it never becomes Ready here), so it neither holds the
+/// slot nor fails the fleet.
+#[tokio::test]
+async fn instances_whose_pods_serve_are_counted_though_not_ready() {
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 20s\n";
+    let f = Small::start("serving", "3s", rollout).await;
+    // A class no controller serves: the Ingresses never get an address.
+    let unserved = format!("unserved-{}", f.ns.name);
+    f.classes
+        .create(
+            &Default::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": unserved}, "spec": {"controller": "example.com/nobody"}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let with_class = |memory: &str| {
+        fleet_config(&f.ns.name, memory, rollout).replace(
+            &format!("sharedIngressClass: shared-{}", f.ns.name),
+            &format!("sharedIngressClass: {unserved}"),
+        )
+    };
+    f.op.set_config(&with_class("256Mi"));
+    let fleet = ["b00", "b01", "b02", "b03"];
+    for n in fleet {
+        f.create(n, |_| {}).await;
+    }
+    let sts: Api<StatefulSet> = f.ns.api();
+    wait_for("every workload available, no instance Ready", T, || async {
+        let all = statuses(&f.instances).await;
+        let applied = all.len() == fleet.len()
+            && all.values().all(|(_, s)| {
+                s.applied_revision.is_some()
+                    && s.applied_revision == s.desired_revision
+                    && s.phase != Some(Phase::Ready)
+            });
+        (applied
+            && sts.list(&ListParams::default()).await.ok()?.items.len() == fleet.len()
+            && unavailable(&sts).await == 0)
+            .then_some(())
+    })
+    .await;
+    let before = applied(&f.instances).await;
+    let max = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sampling = {
+        let (max, sts) = (max.clone(), sts.clone());
+        tokio::spawn(async move {
+            loop {
+                let n = unavailable(&sts).await;
+                max.fetch_max(n, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
+            }
+        })
+    };
+    f.op.set_config(&with_class("320Mi"));
+    rolled(&f.instances, &fleet, &before, false).await;
+    sampling.abort();
+    let max = max.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        max <= 1,
+        "never more than the budget restarting at once: {max}"
+    );
+    let all = statuses(&f.instances).await;
+    assert!(
+        all.values().all(|(_, s)| !s
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "RolloutFailed"
+                && c.status == kura_operator::api::ConditionStatus::True)),
+        "no rollout failed: {all:?}"
+    );
+    let _ = f.classes.delete(&unserved, &Default::default()).await;
+    f.finish().await;
+}
