@@ -49,7 +49,22 @@ fn key<K: kube::Resource<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {
 impl Stores {
     /// Metadata of any object kind the operator renders, from its cache.
     pub fn meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
-        let meta = match id.kind {
+        // An object being deleted is as good as missing: it must be created
+        // again, once it is gone (see [`Stores::terminating`]).
+        self.any_meta(id).filter(|m| m.deletion_timestamp.is_none())
+    }
+
+    /// The finalizers holding `id`, when the cache shows it being deleted
+    /// (a deletionTimestamp): it is not to be applied until it is gone.
+    pub fn terminating(&self, id: &ObjectId) -> Option<Vec<String>> {
+        let meta = self.any_meta(id)?;
+        meta.deletion_timestamp?;
+        Some(meta.finalizers.unwrap_or_default())
+    }
+
+    /// Metadata of `id` from its cache, being deleted or not.
+    fn any_meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
+        match id.kind {
             ChildKind::StatefulSet => self.stateful_sets.get(&key(id)).map(|o| o.metadata.clone()),
             ChildKind::Deployment => self.deployments.get(&key(id)).map(|o| o.metadata.clone()),
             ChildKind::Ingress => self.ingresses.get(&key(id)).map(|o| o.metadata.clone()),
@@ -72,9 +87,7 @@ impl Stores {
                 .get(&key(id))
                 .map(|o| o.metadata.clone()),
             ChildKind::KuraGateway => self.gateways.get(&key(id)).map(|o| o.metadata.clone()),
-        };
-        // An object being deleted is as good as missing: it must be re-created.
-        meta.filter(|m| m.deletion_timestamp.is_none())
+        }
     }
 
     /// Every cached object labelled as the instance `name`'s in `namespace`,

@@ -44,6 +44,9 @@ pub enum State {
     /// A host it asks for is held by another instance: nothing would be
     /// applied or deleted.
     HostConflict,
+    /// Objects of its names are being deleted (held by finalizers): nothing
+    /// would be applied or deleted until they are gone.
+    ChildTerminating,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -317,6 +320,16 @@ pub fn diff_instance(
                     ));
                 }
             }
+        }
+        Plan::ChildTerminating(objects) => {
+            out.state = State::ChildTerminating;
+            out.problems = objects
+                .into_iter()
+                .map(|message| Problem {
+                    field: None,
+                    message,
+                })
+                .collect();
         }
         Plan::Converged => {}
         // `intent` never waits, nor asks the budget.

@@ -27,6 +27,8 @@ pub struct Summary {
     pub name_conflicts: usize,
     pub host_conflicts: usize,
     pub paused: usize,
+    /// Instances waiting for objects of theirs being deleted.
+    pub terminating: usize,
     /// Of the pod restarts, those the fleet budget paces (`waitsForBudget`).
     pub waiting_for_budget: usize,
     /// How many of those may be in rollout at a time: `rollout.maxUnavailable`
@@ -63,6 +65,7 @@ impl Report {
             name_conflicts: count(State::NameConflict),
             host_conflicts: count(State::HostConflict),
             paused: count(State::Paused),
+            terminating: count(State::ChildTerminating),
             ..Summary::default()
         };
         Report { summary, instances }
@@ -84,11 +87,12 @@ impl Report {
     }
 
     /// 1 when something would change, or an instance would not be applied at
-    /// all (invalid, or a name conflict): either needs a look before a rollout.
+    /// all (invalid, a name conflict, objects being deleted): each needs a look
+    /// before a rollout.
     /// A paused instance is the user's choice, not a difference.
     pub fn exit_code(&self) -> u8 {
         let s = &self.summary;
-        u8::from(s.changing + s.invalid + s.name_conflicts + s.host_conflicts > 0)
+        u8::from(s.changing + s.invalid + s.name_conflicts + s.host_conflicts + s.terminating > 0)
     }
 
     pub fn json(&self) -> String {
@@ -137,6 +141,7 @@ impl Report {
             (s.name_conflicts, "with a name conflict"),
             (s.host_conflicts, "with a host conflict"),
             (s.paused, "paused"),
+            (s.terminating, "waiting for objects being deleted"),
         ] {
             if n > 0 {
                 let _ = write!(line, "; {n} {what}");
@@ -168,6 +173,10 @@ fn instance_text(i: &InstanceDiff, out: &mut String) {
         State::Invalid => writeln!(out, "{head}: invalid, nothing applied"),
         State::NameConflict => writeln!(out, "{head}: name conflict, nothing applied"),
         State::Paused => writeln!(out, "{head}: paused, nothing applied"),
+        State::ChildTerminating => writeln!(
+            out,
+            "{head}: objects being deleted, nothing applied until they are gone"
+        ),
         State::Unchanged => Ok(()),
     };
     for p in &i.problems {

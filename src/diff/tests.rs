@@ -347,6 +347,31 @@ fn a_paused_instance_writes_nothing() {
 }
 
 #[test]
+fn a_child_being_deleted_is_waited_for_as_the_operator_waits() {
+    let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
+    let meta = &mut fleet.object(ChildKind::ConfigMap, "acme-config")["metadata"];
+    meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    meta["finalizers"] = json!(["example.com/hold"]);
+    let d = fleet.diff(&config());
+    assert_eq!(d.state, State::ChildTerminating);
+    assert!(d.objects.is_empty(), "nothing written: {:?}", d.objects);
+    assert!(
+        d.problems[0].message.contains("ConfigMap ns/acme-config")
+            && d.problems[0].message.contains("example.com/hold"),
+        "{:?}",
+        d.problems
+    );
+    let report = super::report::Report::new(vec![d]);
+    assert_eq!(report.summary.terminating, 1);
+    assert_eq!(report.exit_code(), 1);
+    assert!(
+        report.text().contains("objects being deleted"),
+        "{}",
+        report.text()
+    );
+}
+
+#[test]
 fn a_name_taken_by_someone_else_is_a_conflict() {
     let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
     fleet.object(ChildKind::ConfigMap, "acme-config")["metadata"]

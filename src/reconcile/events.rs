@@ -1,6 +1,6 @@
 //! Events on transitions, not on every pass: an apply (with its reasons), a
 //! force token acknowledged, a prune, the first failure, Stalled, Invalid, a
-//! name or host conflict, Ready.
+//! name or host conflict, a child being deleted, Ready.
 
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -125,6 +125,12 @@ pub fn events_for(
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             out.push(ev(EventType::Warning, "NameConflict", msg));
+        }
+        Outcome::ChildTerminating(_) if ready_news() => {
+            let msg = find(&new.conditions, READY)
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            out.push(ev(EventType::Warning, "ChildTerminating", msg));
         }
         Outcome::HostConflict(conflict) if ready_news() => {
             out.push(ev(EventType::Warning, "HostConflict", conflict.to_string()));

@@ -77,6 +77,8 @@ impl Error {
 /// While waiting for activation, look again this often (watch events on the
 /// workload and ingresses usually come sooner).
 const ACTIVATION_RECHECK: Duration = Duration::from_secs(15);
+/// While a child is being deleted, look again this often.
+const TERMINATING_RECHECK: Duration = Duration::from_secs(5);
 /// A waiting instance is woken when a slot frees (`budget::wake_next`); this
 /// is the fallback.
 const WAITING_RECHECK: Duration = Duration::from_secs(30);
@@ -160,6 +162,12 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
         Plan::Paused => (Outcome::Paused, ctx.resync),
         Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
+        // The deletion of the child wakes this instance (an owned watch); this
+        // is the fallback.
+        Plan::ChildTerminating(objects) => (
+            Outcome::ChildTerminating(objects),
+            ctx.resync.min(TERMINATING_RECHECK),
+        ),
         Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(at, now)),
         Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(at, now)),
         Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
@@ -297,6 +305,9 @@ fn log_outcome(
         }
         Outcome::NameConflict(conflicts) => {
             tracing::warn!(%namespace, instance = %name, conflicts = %conflicts.join("; "), "name conflict: nothing applied")
+        }
+        Outcome::ChildTerminating(objects) => {
+            tracing::info!(%namespace, instance = %name, objects = %objects.join("; "), "waiting for children being deleted: nothing applied")
         }
         Outcome::HostConflict(conflict) => {
             tracing::warn!(%namespace, instance = %name, %conflict, "host conflict: nothing applied")

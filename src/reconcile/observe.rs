@@ -54,6 +54,12 @@ pub fn observe(
             Some((id, live))
         })
         .collect();
+    let terminating = desired
+        .iter()
+        .flat_map(|d| &d.objects)
+        .filter(|o| !children.contains_key(&o.id))
+        .filter_map(|o| Some((o.id.clone(), stores.terminating(&o.id)?)))
+        .collect();
     let workload = desired.and_then(|d| {
         let sts_id = &d
             .objects
@@ -85,6 +91,7 @@ pub fn observe(
         paused: instance.spec.paused,
         status,
         children,
+        terminating,
         running_image,
         running_pod_template_hash,
         image_managers,

@@ -80,8 +80,12 @@ pub struct Observed {
     pub force_token: Option<String>,
     pub paused: bool,
     /// Live state of every desired object, every inventoried one, and every
-    /// object the caches hold labelled as this instance's; absent = missing.
+    /// object the caches hold labelled as this instance's; absent = missing
+    /// or being deleted.
     pub children: BTreeMap<ObjectId, LiveChild>,
+    /// Desired objects the caches show being deleted (a deletionTimestamp),
+    /// with the finalizers holding them: not sent until they are gone.
+    pub terminating: BTreeMap<ObjectId, Vec<String>>,
     /// The image the workload runs (its pod template's), if the workload exists.
     pub running_image: Option<String>,
     /// The workload's pod-template hash (`kura.dev/pod-template-hash`), if it exists.
@@ -227,6 +231,11 @@ pub enum Plan {
     /// nothing (a partial rollout around a foreign object helps nobody),
     /// delete nothing, report each one.
     NameConflict(Vec<String>),
+    /// Desired objects are being deleted, held by finalizers: apply nothing
+    /// (an apply would write to an object on its way out, and again on every
+    /// pass while it hangs), delete nothing, report each one and look again
+    /// soon; once gone, they are missing and created again.
+    ChildTerminating(Vec<String>),
     /// Send `apply` (in waves), then delete `prune`. `held`: the revision
     /// restarts pods and waits for the rollout budget, so the objects the pods
     /// depend on (`ChildKind::restarts_pods`) are not among `apply`; the rest
@@ -392,7 +401,8 @@ pub fn plan(
 
 /// What a reconcile would do with these inputs when nothing holds it back (no
 /// backoff, stall, conflict hold, settling or fleet budget: those decide only
-/// *when*): one of `Invalid`, `Paused`, `NameConflict`, `Converged` or `Apply`.
+/// *when*): one of `Invalid`, `Paused`, `NameConflict`, `ChildTerminating`,
+/// `Converged` or `Apply`.
 /// `plan` is this, then the waits; `kura-operator diff` previews with it.
 pub fn intent(observed: &Observed, desired: Result<&Desired, &ValidationErrors>) -> Plan {
     let desired = match desired {
@@ -405,6 +415,10 @@ pub fn intent(observed: &Observed, desired: Result<&Desired, &ValidationErrors>)
     let conflicts = drift::name_conflicts(&desired.objects, &observed.children);
     if !conflicts.is_empty() {
         return Plan::NameConflict(conflicts);
+    }
+    let terminating = drift::terminating(&desired.objects, &observed.terminating);
+    if !terminating.is_empty() {
+        return Plan::ChildTerminating(terminating);
     }
     let reasons = apply_reasons(observed, desired);
     if reasons.is_empty() {

@@ -35,6 +35,9 @@ pub enum Outcome {
     NameConflict(Vec<String>),
     /// Hosts this instance asks for are held by other instances.
     HostConflict(crate::claims::Conflict),
+    /// Objects of the desired names are being deleted (held by finalizers):
+    /// nothing applied until they are gone.
+    ChildTerminating(Vec<String>),
     /// Everything chosen was applied; `pruned` says how the prune went (its
     /// failure, if any, is reported, and what it could not delete stays in
     /// `inventory`).
@@ -81,6 +84,7 @@ impl Outcome {
             Outcome::Paused => "paused",
             Outcome::NameConflict(_) => "name-conflict",
             Outcome::HostConflict(_) => "host-conflict",
+            Outcome::ChildTerminating(_) => "child-terminating",
             Outcome::Applied { .. } => "applied",
             Outcome::ApplyFailed { .. } => "apply-failed",
             Outcome::Waiting { .. } => "waiting",
@@ -219,6 +223,17 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             fresh.push(c(RECONCILING, False, "NameConflict", String::new()));
             fresh.push(c(STALLED, True, "NameConflict", msg));
         }
+        Outcome::ChildTerminating(objects) => {
+            // Not a failure: the deletion goes on, and the objects are
+            // created again once it is done. The workload may still serve.
+            s.phase = Some(Phase::Applying);
+            let msg = terminating_message(objects);
+            fresh.push(c(VALID, True, "Valid", String::new()));
+            fresh.push(c(READY, False, "ChildTerminating", msg.clone()));
+            fresh.push(c(RECONCILING, True, "ChildTerminating", msg));
+            fresh.push(c(STALLED, False, "ChildTerminating", String::new()));
+            fresh.extend(conditions::find(&prev.conditions, ACTIVE).cloned());
+        }
         Outcome::HostConflict(conflict) => {
             // Nothing to retry until the holder or this spec changes (the
             // holder's changes reconcile this instance at once).
@@ -337,6 +352,14 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
     }
     s.conditions = conditions::merge(&prev.conditions, fresh, &now);
     s
+}
+
+/// Ready's message while children are being deleted.
+pub fn terminating_message(objects: &[String]) -> String {
+    format!(
+        "waiting for objects being deleted: {}. Nothing is applied until they are gone, then they are created again (a finalizer nobody removes holds them: see the controller that set it)",
+        objects.join("; ")
+    )
 }
 
 fn names_or_unknown(managers: &[String]) -> String {

@@ -12,6 +12,7 @@ mod acceptance;
 mod admission;
 mod admission_fakes;
 mod api_proxy;
+mod apply_edges;
 mod budget;
 mod budget_hostile;
 mod chaos;

@@ -22,6 +22,29 @@ pub fn name_conflicts(
         .collect()
 }
 
+/// Objects of the desired names that are being deleted, each with the
+/// finalizers holding it.
+pub fn terminating(
+    objects: &[RenderedObject],
+    terminating: &BTreeMap<ObjectId, Vec<String>>,
+) -> Vec<String> {
+    objects
+        .iter()
+        .filter_map(|o| {
+            let finalizers = terminating.get(&o.id)?;
+            Some(if finalizers.is_empty() {
+                format!("{} is being deleted", o.id)
+            } else {
+                format!(
+                    "{} is being deleted, held by finalizers {}",
+                    o.id,
+                    finalizers.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
 /// Why each object must be sent: missing, handed over, carrying another
 /// revision, or fields taken by another manager.
 pub fn child_reasons(

@@ -300,6 +300,60 @@ fn missing_child_is_created_alone() {
 }
 
 #[test]
+fn a_child_being_deleted_is_waited_for_and_nothing_is_sent() {
+    let d = desired("r1", "img:1");
+    let cm = d
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::ConfigMap)
+        .unwrap()
+        .id
+        .clone();
+    let mut o = converged(&d, Phase::Ready);
+    o.children.remove(&cm);
+    o.terminating
+        .insert(cm.clone(), vec!["example.com/hold".into()]);
+    let expected = Plan::ChildTerminating(vec![format!(
+        "{cm} is being deleted, held by finalizers example.com/hold"
+    )]);
+    assert_eq!(run(&o, &d), expected);
+    // Whatever else would be sent waits with it: a new revision, a force, a
+    // first apply, and even a recent failure of these inputs (nothing to retry).
+    let d2 = desired("r2", "img:2");
+    let mut o2 = o.clone();
+    o2.children.clear();
+    o2.force_token = Some("t".into());
+    failing(&mut o2, &d2, 9, 1);
+    let cm2 = d2
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::ConfigMap)
+        .unwrap();
+    assert_eq!(cm2.id, cm);
+    assert!(matches!(run(&o2, &d2), Plan::ChildTerminating(_)));
+    assert_eq!(intent(&o, Ok(&d)), expected, "the preview says the same");
+    // Without finalizers (a graceful deletion under way): said so.
+    o.terminating.insert(cm.clone(), Vec::new());
+    assert_eq!(
+        run(&o, &d),
+        Plan::ChildTerminating(vec![format!("{cm} is being deleted")])
+    );
+    // Gone: missing, and created again.
+    o.terminating.clear();
+    assert_eq!(sent(&run(&o, &d)), ["a-config"]);
+    // Another instance's object of the name, being deleted, is a name
+    // conflict first (nothing waits on it to be sent).
+    let mut foreign = LiveChild::ours("", "x");
+    foreign.owner = Owner::Foreign("is controlled by KuraInstance other".into());
+    o.children.insert(sts(&d), foreign);
+    o.terminating.insert(cm, vec!["x".into()]);
+    assert!(matches!(run(&o, &d), Plan::NameConflict(_)));
+    // Paused: nothing to wait for.
+    o.paused = true;
+    assert_eq!(run(&o, &d), Plan::Paused);
+}
+
+#[test]
 fn child_with_another_revision_is_sent_alone() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Ready);

@@ -305,6 +305,64 @@ fn a_name_conflict_stalls_at_once_and_is_announced_once() {
 }
 
 #[test]
+fn a_child_being_deleted_is_waited_for_reported_once_and_never_stalls() {
+    let outcome = Outcome::ChildTerminating(vec![
+        "ConfigMap ns/a-config is being deleted, held by finalizers example.com/hold".into(),
+    ]);
+    let (mut prev, s) = after(&outcome, None, None);
+    assert_eq!(s.phase, Some(Phase::Applying));
+    let (status, reason, message) = ready(&s);
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::False, "ChildTerminating")
+    );
+    assert!(
+        message.contains("ConfigMap ns/a-config") && message.contains("example.com/hold"),
+        "{message}"
+    );
+    let reconciling = find(&s.conditions, RECONCILING).unwrap();
+    assert_eq!(reconciling.status, ConditionStatus::True);
+    assert_eq!(reconciling.reason, "ChildTerminating");
+    let stalled = find(&s.conditions, STALLED).unwrap();
+    assert_eq!(stalled.status, ConditionStatus::False);
+    // Nothing was applied: the records of the last apply stand.
+    assert_eq!(s.applied_revision, prev.applied_revision);
+    assert_eq!(s.inventory, prev.inventory);
+    assert_eq!(s.retry, None);
+    assert_eq!(
+        reasons_of(&events_for(&prev, &s, &outcome)),
+        ["ChildTerminating"]
+    );
+    // The next pass while it hangs: the same status (no write), no Event.
+    let again = compute_at(
+        &Observed {
+            status: s.clone(),
+            ..converged(&desired("r1", "img:1"), Phase::Ready)
+        },
+        &desired("r2", "img:2"),
+        &outcome,
+    );
+    assert_eq!(again, s);
+    assert!(!worth_writing(&s, &again, None));
+    assert!(
+        events_for(&s, &again, &outcome).is_empty(),
+        "announced once"
+    );
+    // The Active condition (the workload may serve meanwhile) is kept.
+    prev.conditions
+        .push(Condition::new(ACTIVE, ConditionStatus::True, "Active", ""));
+    let kept = compute_at(
+        &Observed {
+            status: prev,
+            ..converged(&desired("r1", "img:1"), Phase::Ready)
+        },
+        &desired("r2", "img:2"),
+        &outcome,
+    );
+    assert!(find(&kept.conditions, ACTIVE).is_some_and(|c| c.status == ConditionStatus::True));
+}
+
+#[test]
 fn invalid_paused_and_waiting_say_so_and_touch_nothing_else() {
     let errors = crate::validate::ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
     let invalid = Outcome::Invalid(errors);
