@@ -4,12 +4,21 @@
 //! a create-only apply, which the apiserver refuses when the name is taken: an
 //! existing object is never taken over unless it is this instance's own (the
 //! cache lagged) or was handed over with `kura.dev/adopt`.
+//!
+//! All or nothing: the caches show only labelled objects, so a name someone
+//! else's unlabelled object holds is unknown to `plan`. Before the first write
+//! of an apply that creates anything (and sends more than that one object),
+//! every name it creates is read (metadata only, in parallel); one that is
+//! taken by someone else's object fails the whole apply as a name conflict
+//! listing each, and nothing is written. Creates are rare after the first
+//! apply (a deleted child, a new kind), so steady-state applies read nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 
 use super::observe::{owned_fields_by, owner};
 use super::plan::{ApplyOp, Owner};
@@ -91,8 +100,10 @@ pub struct For<'a> {
 }
 
 /// Send `ops` in waves; returns the owned-field fingerprint of each object sent.
-/// A wave with a failure ends the apply (nothing of a later wave is sent); its
-/// name conflicts are reported together, each object named.
+/// The names it creates are checked first (`check_names`): a name taken by
+/// someone else fails the apply before anything is written. A wave with a
+/// failure ends the apply (nothing of a later wave is sent); its name
+/// conflicts are reported together, each object named.
 pub async fn apply(
     client: &Client,
     desired: &Desired,
@@ -110,6 +121,7 @@ pub async fn apply_as(
     instance: &For<'_>,
     manager: &str,
 ) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
+    let ops = &check_names(client, ops, instance).await?;
     let mut fingerprints = BTreeMap::new();
     let mut waves: Vec<u8> = ops.iter().map(|op| op.id.kind.wave()).collect();
     waves.sort_unstable();
@@ -134,6 +146,80 @@ pub async fn apply_as(
         }
     }
     Ok(fingerprints)
+}
+
+/// Whether the names `ops` create must be read before the first write: it
+/// creates something, and sends more than that one object (a lone create-only
+/// apply is its own check: refused, it wrote nothing).
+pub fn names_to_check(ops: &[ApplyOp]) -> Vec<&ApplyOp> {
+    if ops.len() < 2 {
+        return Vec::new();
+    }
+    ops.iter().filter(|op| op.create).collect()
+}
+
+/// Reads every name `ops` would create (metadata only, in parallel, before
+/// anything is written). Someone else's object under one of them: the name
+/// conflicts, all of them, as one failure, and nothing is sent. This
+/// instance's own (the cache lagged) or one handed over: sent as an apply,
+/// not a create. A read that fails fails the apply as a write would.
+async fn check_names(
+    client: &Client,
+    ops: &[ApplyOp],
+    instance: &For<'_>,
+) -> Result<Vec<ApplyOp>, Failure> {
+    let reads = names_to_check(ops).into_iter().map(|op| async move {
+        let api = dynamic_api(client, &op.id);
+        (op, api.get_metadata_opt(&op.id.name).await)
+    });
+    let mut failures = Vec::new();
+    let mut existing = BTreeSet::new();
+    for (op, read) in join_all(reads).await {
+        match read {
+            Ok(None) => {}
+            Ok(Some(found)) => match judge(op, &found, instance) {
+                Ok(()) => {
+                    existing.insert(op.id.clone());
+                }
+                Err(conflict) => failures.push(conflict),
+            },
+            Err(e) => failures.push(Failure::from_kube(Stage::Apply, "read", &op.id, &e)),
+        }
+    }
+    if let Some(failure) = first_failure(failures) {
+        return Err(failure);
+    }
+    Ok(ops
+        .iter()
+        .map(|op| ApplyOp {
+            create: op.create && !existing.contains(&op.id),
+            ..op.clone()
+        })
+        .collect())
+}
+
+/// An object found under a name `op` creates: this instance's (or handed
+/// over), or a name conflict.
+fn judge(
+    op: &ApplyOp,
+    found: &PartialObjectMeta<DynamicObject>,
+    instance: &For<'_>,
+) -> Result<(), Failure> {
+    match owner(&found.metadata, op.id.kind, instance.uid, instance.name) {
+        Owner::Ours | Owner::Adopt => Ok(()),
+        Owner::Foreign(whose) => Err(name_conflict(&op.id, &whose)),
+    }
+}
+
+fn name_conflict(id: &ObjectId, whose: &str) -> Failure {
+    Failure {
+        stage: Stage::Apply,
+        class: FailureClass::NameConflict,
+        object: id.to_string(),
+        verb: "create",
+        code: Some(409),
+        message: format!("{id} exists and {whose}"),
+    }
 }
 
 /// The failure to report for a wave: all name conflicts in one, else the
@@ -195,16 +281,7 @@ async fn apply_one(
                         .patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
                         .await
                         .map_err(|e| fail("apply", &e))?,
-                    Owner::Foreign(whose) => {
-                        return Err(Failure {
-                            stage: Stage::Apply,
-                            class: FailureClass::NameConflict,
-                            object: op.id.to_string(),
-                            verb: "create",
-                            code: Some(409),
-                            message: format!("{} exists and {whose}", op.id),
-                        });
-                    }
+                    Owner::Foreign(whose) => return Err(name_conflict(&op.id, &whose)),
                 }
             }
             Err(e) => return Err(fail("create", &e)),
@@ -234,5 +311,89 @@ async fn clear_address(api: &Api<DynamicObject>, id: &ObjectId) -> Result<(), ku
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::ChildKind;
+
+    fn op(kind: ChildKind, name: &str, create: bool) -> ApplyOp {
+        ApplyOp {
+            id: ObjectId {
+                kind,
+                namespace: Some("ns".into()),
+                name: name.into(),
+            },
+            create,
+            clear_address: false,
+        }
+    }
+
+    fn conflict(object: &str) -> Failure {
+        name_conflict(
+            &ObjectId {
+                kind: ChildKind::Service,
+                namespace: Some("ns".into()),
+                name: object.into(),
+            },
+            "was not created by this instance",
+        )
+    }
+
+    /// Every name an apply creates is read before its first write, in every
+    /// wave; a lone create is its own check; updates are never read.
+    #[test]
+    fn the_names_an_apply_creates_are_read_first_unless_it_sends_one_object() {
+        let first_apply = [
+            op(ChildKind::ConfigMap, "a-config", true),
+            op(ChildKind::Service, "a", true),
+            op(ChildKind::StatefulSet, "a", true),
+        ];
+        let read: Vec<&str> = names_to_check(&first_apply)
+            .iter()
+            .map(|op| op.id.name.as_str())
+            .collect();
+        assert_eq!(read, ["a-config", "a", "a"]);
+        // A deleted child created again alone: no read.
+        assert!(names_to_check(&first_apply[..1]).is_empty());
+        // A change of existing objects: no read.
+        let change = [
+            op(ChildKind::ConfigMap, "a-config", false),
+            op(ChildKind::StatefulSet, "a", false),
+        ];
+        assert!(names_to_check(&change).is_empty());
+        // A change with a create among it: that one is read.
+        let mixed = [
+            op(ChildKind::ConfigMap, "a-config", false),
+            op(ChildKind::NetworkPolicy, "a", true),
+        ];
+        let read: Vec<ChildKind> = names_to_check(&mixed).iter().map(|op| op.id.kind).collect();
+        assert_eq!(read, [ChildKind::NetworkPolicy]);
+    }
+
+    /// Every name conflict is reported in one failure, before a rejection or
+    /// a transient failure of another read.
+    #[test]
+    fn name_conflicts_are_reported_together_and_first() {
+        let transient = Failure {
+            class: FailureClass::Transient,
+            code: Some(503),
+            verb: "read",
+            ..conflict("b")
+        };
+        let failure = first_failure(vec![transient.clone(), conflict("a"), conflict("c")])
+            .expect("a failure");
+        assert_eq!(failure.class, FailureClass::NameConflict);
+        assert_eq!(failure.object, "Service ns/a, Service ns/c");
+        assert!(
+            failure.message.contains("Service ns/a exists")
+                && failure.message.contains("Service ns/c exists"),
+            "{}",
+            failure.message
+        );
+        assert_eq!(first_failure(vec![transient.clone()]), Some(transient));
+        assert_eq!(first_failure(Vec::new()), None);
     }
 }
