@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use super::read::{self, Scope};
 use super::report::Report;
 use super::{diff_instance, keep_used_gateways};
@@ -53,6 +55,9 @@ pub struct DiffArgs {
 /// Bound on each read: a preview that hangs helps nobody.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Instances whose names to create are read at a time.
+const TAKEN_NAME_READS: usize = 16;
+
 pub fn main(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -87,6 +92,29 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
         .map(|i| diff_instance(i, &config, &live, args.show_diff))
         .collect();
     drop(live);
+    // The caches list only labelled objects: the names the operator would
+    // create are read, as it reads them before its first write.
+    // Rare on a running fleet (nothing to create), so a few at a time.
+    let reads = instances
+        .iter()
+        .zip(&diffs)
+        .enumerate()
+        .filter_map(|(at, (i, d))| {
+            let ids = super::names_to_read(d);
+            let uid = i.metadata.uid.clone().unwrap_or_default();
+            let (client, name) = (&client, d.name.clone());
+            (!ids.is_empty()).then_some(async move {
+                let taken = read::taken_names(client, &ids, &uid, &name).await;
+                (at, taken)
+            })
+        });
+    let found: Vec<_> = futures::stream::iter(reads)
+        .buffer_unordered(TAKEN_NAME_READS)
+        .collect()
+        .await;
+    for (at, taken) in found {
+        super::names_taken(&mut diffs[at], taken?);
+    }
     // A gateway is pruned only when nothing else of its namespace uses it: read
     // what decides it for the namespaces where that question arises.
     let mut namespaces: Vec<String> = diffs

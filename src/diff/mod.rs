@@ -400,6 +400,48 @@ fn sent_because(op: &ApplyOp, reasons: &[ApplyReason]) -> String {
     }
 }
 
+/// The names the operator reads before it writes `diff` (the objects it would
+/// create, when it sends more than one: `apply::names_to_check`, the same rule).
+pub fn names_to_read(diff: &InstanceDiff) -> Vec<ObjectId> {
+    if diff.state != State::Changes {
+        return Vec::new();
+    }
+    let ops: Vec<ApplyOp> = diff
+        .written()
+        .map(|o| ApplyOp {
+            id: o.id(),
+            create: o.action == Action::Create,
+            clear_address: false,
+        })
+        .collect();
+    crate::reconcile::apply::names_to_check(&ops)
+        .into_iter()
+        .map(|op| op.id.clone())
+        .collect()
+}
+
+/// Names the operator would find taken by someone else's object when it reads
+/// them before writing (`conflicts`, worded as it reports them): its apply is
+/// a name conflict, and nothing would be written or deleted.
+pub fn names_taken(diff: &mut InstanceDiff, conflicts: Vec<String>) {
+    if conflicts.is_empty() {
+        return;
+    }
+    diff.state = State::NameConflict;
+    diff.objects.clear();
+    diff.reasons.clear();
+    diff.kept.clear();
+    diff.pod_restart = false;
+    diff.waits_for_budget = false;
+    diff.problems = conflicts
+        .into_iter()
+        .map(|message| Problem {
+            field: None,
+            message,
+        })
+        .collect();
+}
+
 /// Keeps the stale gateways of `diff` that something else of the namespace
 /// still uses, as `prune` would: `instances` are all of the namespace's,
 /// `ingresses` its Ingresses as (name, class, `kura.dev/instance` label).

@@ -7,6 +7,8 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DynamicObject, ListParams, ObjectList};
+
+use crate::render::ObjectId;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -56,6 +58,12 @@ pub enum ReadError {
         namespace: String,
         name: String,
         message: String,
+    },
+    #[error("read {what}: {}", said(source))]
+    Get {
+        what: String,
+        #[source]
+        source: kube::Error,
     },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -151,6 +159,36 @@ pub async fn gateway_users(
     .await
     .map_err(|e| e.named(format!("ingresses in namespace {namespace}")))?;
     Ok((all, ingresses))
+}
+
+/// Of the names `ids` the operator would create for the instance `uid`,
+/// `name` (it reads them before writing: `apply::check_names`), those held by
+/// an object that is not the instance's, worded as the operator reports them.
+/// One metadata read per name, in parallel.
+pub async fn taken_names(
+    client: &Client,
+    ids: &[ObjectId],
+    uid: &str,
+    name: &str,
+) -> Result<Vec<String>, ReadError> {
+    let reads = ids.iter().map(|id| async move {
+        let api = crate::reconcile::apply::dynamic_api(client, id);
+        (id, api.get_metadata_opt(&id.name).await)
+    });
+    let mut taken = Vec::new();
+    for (id, read) in futures::future::join_all(reads).await {
+        let found = read.map_err(|source| ReadError::Get {
+            what: id.to_string(),
+            source,
+        })?;
+        if let Some(found) = found
+            && let crate::reconcile::plan::Owner::Foreign(whose) =
+                crate::reconcile::observe::owner(&found.metadata, id.kind, uid, name)
+        {
+            taken.push(format!("{id} exists and {whose}"));
+        }
+    }
+    Ok(taken)
 }
 
 /// The operator configuration in a ConfigMap, under the chart's key.

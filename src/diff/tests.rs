@@ -372,6 +372,50 @@ fn a_child_being_deleted_is_waited_for_as_the_operator_waits() {
 }
 
 #[test]
+fn the_names_the_operator_reads_before_writing_are_read_and_a_taken_one_is_a_conflict() {
+    // A first apply: every object is created, so every name is read.
+    let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
+    let all: Vec<(ChildKind, String)> = fleet
+        .objects
+        .iter()
+        .map(|(k, o)| (*k, o["metadata"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    for (kind, name) in &all {
+        fleet.remove(*kind, name);
+    }
+    let mut d = fleet.diff(&config());
+    assert_eq!(d.state, State::Changes);
+    let mut read: Vec<String> = super::names_to_read(&d)
+        .iter()
+        .map(|id| format!("{} {}", id.kind, id.name))
+        .collect();
+    read.sort();
+    let mut want: Vec<String> = all.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    want.sort();
+    assert_eq!(read, want);
+    // One of them is someone else's: nothing would be written.
+    super::names_taken(
+        &mut d,
+        vec!["Service ns/acme exists and was not created by this instance".into()],
+    );
+    assert_eq!(d.state, State::NameConflict);
+    assert!(d.objects.is_empty() && !d.pod_restart);
+    assert!(d.problems[0].message.contains("Service ns/acme"));
+    let report = super::report::Report::new(vec![d]);
+    assert_eq!(report.exit_code(), 1);
+    // None taken: the diff stands.
+    let mut free = fleet.diff(&config());
+    super::names_taken(&mut free, Vec::new());
+    assert_eq!(free, fleet.diff(&config()));
+    // A lone missing child is not read (its refused create writes nothing),
+    // nor is anything of a converged instance.
+    let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
+    assert!(super::names_to_read(&fleet.diff(&config())).is_empty());
+    fleet.remove(ChildKind::NetworkPolicy, "acme");
+    assert!(super::names_to_read(&fleet.diff(&config())).is_empty());
+}
+
+#[test]
 fn a_name_taken_by_someone_else_is_a_conflict() {
     let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
     fleet.object(ChildKind::ConfigMap, "acme-config")["metadata"]

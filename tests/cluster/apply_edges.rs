@@ -34,6 +34,33 @@ async fn events_with_reason(ns: &TestNamespace, reason: &str) -> Vec<Event> {
         .collect()
 }
 
+/// `kura-operator diff -o json` of the namespace's one instance, under the
+/// operator's configuration; it must exit 1 (something needs a look).
+fn preview(ns: &TestNamespace) -> serde_json::Value {
+    let config_path = std::env::temp_dir().join(format!("kura-diff-{}.yaml", ns.name));
+    std::fs::write(
+        &config_path,
+        crate::operator::config(&ns.name, "host", "example.com/none"),
+    )
+    .unwrap();
+    let (code, out, err) = crate::diff::diff(
+        &kubeconfig_path(),
+        &[
+            "-n",
+            &ns.name,
+            "-o",
+            "json",
+            "--config",
+            config_path.to_str().unwrap(),
+        ],
+    );
+    let _ = std::fs::remove_file(&config_path);
+    assert_eq!(code, 1, "{out}{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    report["instances"][0].clone()
+}
+
 /// Item 12: an unlabelled Service of the instance's Service name, there
 /// before the instance. The caches never show it (they watch labelled
 /// children), so only a check of every name before the first write keeps
@@ -103,6 +130,13 @@ async fn a_name_taken_in_any_wave_is_found_before_anything_is_written() {
     assert!(
         found.is_empty(),
         "objects created around the name conflict: {found:?}"
+    );
+    // The preview says the same: it reads the names the operator would create.
+    let preview = preview(ns);
+    assert_eq!(preview["state"], "nameConflict", "{preview}");
+    assert!(
+        preview["problems"].to_string().contains(&service),
+        "{preview}"
     );
     let written: Vec<String> = mutations_since(&ns.name, &since)
         .into_iter()
@@ -201,6 +235,13 @@ async fn a_child_held_by_a_finalizer_is_waited_for_not_reapplied() {
         .find(|c| c.type_ == "Reconciling")
         .expect("Reconciling");
     assert_eq!(reconciling.status, ConditionStatus::True, "{reconciling:?}");
+    // The preview says the same.
+    let preview = preview(ns);
+    assert_eq!(preview["state"], "childTerminating", "{preview}");
+    assert!(
+        preview["problems"].to_string().contains("example.com/hold"),
+        "{preview}"
+    );
     let told = events_with_reason(ns, "ChildTerminating").await;
     assert_eq!(told.len(), 1, "one Event, not one per resync: {told:?}");
     assert_eq!(told[0].count.unwrap_or(1), 1, "{told:?}");
