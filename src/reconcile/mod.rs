@@ -211,6 +211,9 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     };
 
     let activation = match (&outcome, &desired) {
+        (Outcome::Held(_) | Outcome::Applied { held: Some(_), .. }, Some(d)) => {
+            probe::held(d, &ctx.stores)
+        }
         (Outcome::Applied { pruned, .. }, Some(d)) if pruned.failure.is_none() => {
             Some(probe::probe(d, &ctx.stores, true))
         }

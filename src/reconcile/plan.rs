@@ -215,6 +215,11 @@ pub struct ApplyOp {
     /// An Ingress moving to another class: the address its old controller
     /// wrote says nothing about the new one, so it is cleared.
     pub clear_address: bool,
+    /// The workload's change waits for the rollout budget, but another
+    /// writer took fields of it (`kubectl scale`): it is sent with the pod
+    /// template and revision stamp it runs now, so the drift is repaired
+    /// without the restart the budget holds back.
+    pub keep_live_template: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -322,7 +327,7 @@ pub fn plan(
     policy: &RetryPolicy,
     now: Timestamp,
 ) -> Plan {
-    let (mut apply, prune, reasons, force_token, desired) =
+    let (mut apply, prune, mut reasons, force_token, desired) =
         match (intent(observed, desired), desired) {
             (
                 Plan::Apply {
@@ -374,7 +379,20 @@ pub fn plan(
         BudgetDecision::Proceed => None,
         BudgetDecision::Admit => return Plan::Admit,
         BudgetDecision::Hold(admission) => {
-            apply.retain(|op| !op.id.kind.restarts_pods());
+            // Drift repair is never held: a workload whose fields another
+            // writer took is repaired on the template it runs (its stamp is
+            // the old revision's, so its drift is read here, not in `reasons`),
+            // as many times per window as any take-back.
+            let spent = open_conflict(&observed.status, now)
+                .is_some_and(|(c, _)| c.take_backs >= MAX_TAKE_BACKS);
+            if let Some((workload, managers)) = held_workload_taken(observed, desired)
+                && !spent
+                && let Some(op) = apply.iter_mut().find(|op| op.id == workload.id)
+            {
+                op.keep_live_template = true;
+                reasons.push(ApplyReason::FieldDrift(workload.id.to_string(), managers));
+            }
+            apply.retain(|op| op.keep_live_template || !op.id.kind.restarts_pods());
             if apply.is_empty() && prune.is_empty() {
                 return Plan::Held(admission);
             }
@@ -506,6 +524,21 @@ fn objects_to_send(
         })
         .map(|o| drift::op(o, observed.children.get(&o.id)))
         .collect()
+}
+
+/// The live workload, when another manager took fields of it since the last
+/// apply (and who, as far as managedFields say).
+fn held_workload_taken<'d>(
+    observed: &Observed,
+    desired: &'d Desired,
+) -> Option<(&'d crate::render::RenderedObject, Vec<String>)> {
+    let workload = desired
+        .objects
+        .iter()
+        .find(|o| o.id.kind == ChildKind::StatefulSet)?;
+    let live = observed.children.get(&workload.id)?;
+    (live.owner == Owner::Ours && drift::fields_taken(&observed.status.inventory, workload, live))
+        .then(|| (workload, live.other_managers.clone()))
 }
 
 /// Objects of this instance that the desired set no longer has: those of the

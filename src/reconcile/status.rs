@@ -242,16 +242,23 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
         }
         Outcome::Waiting { .. } => return s, // nothing new to say until the retry
         // The budget's news is added below; everything else stands.
-        Outcome::Admitted | Outcome::Held(_) => fresh.extend(prev.conditions.iter().cloned()),
+        Outcome::Admitted => fresh.extend(prev.conditions.iter().cloned()),
+        Outcome::Held(_) => {
+            fresh.extend(prev.conditions.iter().cloned());
+            held_workload_down(&mut s, &mut fresh, i, &c);
+        }
         Outcome::Applied {
             inventory,
             held: Some(_),
             ..
         } => {
-            // Part of the revision went (what restarts no pod): the inventory
-            // says so, but the revision is not applied until the rest goes.
+            // Part of the revision went (what restarts no pod, a repair of
+            // the workload on its running template): the inventory says so,
+            // but the revision is not applied until the rest goes.
             s.inventory = inventory.clone();
+            s.conflict = count_take_backs(i, prev);
             fresh.extend(prev.conditions.iter().cloned());
+            held_workload_down(&mut s, &mut fresh, i, &c);
         }
         Outcome::ConflictHold { .. } => {
             // Everything else stands; only the conflict is news.
@@ -452,6 +459,26 @@ fn count_take_backs(i: &StatusInputs, prev: &KuraInstanceStatus) -> Option<Confl
             managers,
         },
     })
+}
+
+/// While its change waits for the budget, an instance reports what is live:
+/// a workload that stopped serving (scaled to zero, pods failing) is not
+/// Ready, whatever the last status said (`probe::held`).
+fn held_workload_down(
+    s: &mut KuraInstanceStatus,
+    fresh: &mut Vec<Condition>,
+    i: &StatusInputs,
+    c: &dyn Fn(&str, ConditionStatus, &str, String) -> Condition,
+) {
+    let Some(Activation::Waiting { reason, message }) = i.activation else {
+        return;
+    };
+    use ConditionStatus::{False, True};
+    s.phase = Some(Phase::Activating);
+    fresh.retain(|f| f.type_ != ACTIVE && f.type_ != READY && f.type_ != RECONCILING);
+    fresh.push(c(ACTIVE, False, reason, message.clone()));
+    fresh.push(c(READY, False, reason, message.clone()));
+    fresh.push(c(RECONCILING, True, "Activating", message.clone()));
 }
 
 fn activation_conditions(
