@@ -15,6 +15,7 @@
 //! are pruned. An object of the desired name that this instance did not create
 //! is never sent: the instance reports the name conflict.
 
+pub mod conflict;
 pub mod drift;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ use crate::render::{Desired, ObjectId};
 use crate::rollout::Admission;
 use crate::validate::ValidationErrors;
 
+pub use self::conflict::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
 pub use crate::retry::{MIN_STALL_WINDOW, RetryPolicy, TRANSIENT_BASE, TRANSIENT_MAX};
 pub use crate::time::{later, recorded_time, until};
 
@@ -265,21 +267,6 @@ pub enum Plan {
     Settling,
 }
 
-/// At most this many take-backs of contested fields per [`CONFLICT_WINDOW`].
-pub const MAX_TAKE_BACKS: i64 = 3;
-pub const CONFLICT_WINDOW: Duration = Duration::from_secs(60);
-
-/// The conflict record, if its window is still open at `now`, with the
-/// window's end.
-pub fn open_conflict(
-    status: &KuraInstanceStatus,
-    now: Timestamp,
-) -> Option<(&crate::api::ConflictStatus, Timestamp)> {
-    let c = status.conflict.as_ref()?;
-    let end = later(recorded_time(&c.window_start, now)?, CONFLICT_WINDOW);
-    (now < end).then_some((c, end))
-}
-
 /// The key a retry budget belongs to: a change of revision (spec, config,
 /// renderer) or force token starts a fresh budget.
 pub fn inputs_key(desired_revision: &str, force_token: Option<&str>) -> String {
@@ -345,14 +332,8 @@ pub fn plan(
         return Plan::Settling;
     }
     // Only contested values to take back, and this window's take-backs are spent.
-    if reasons.iter().all(ApplyReason::is_contested)
-        && let Some((c, end)) = open_conflict(&observed.status, now)
-        && c.take_backs >= MAX_TAKE_BACKS
-    {
-        return Plan::ConflictHold {
-            at: end,
-            managers: c.managers.clone(),
-        };
+    if let Some((at, managers)) = conflict::hold(&reasons, observed.status.conflict.as_ref(), now) {
+        return Plan::ConflictHold { at, managers };
     }
     // A failure recorded for these same inputs decides when to try again; new
     // inputs (a new revision or force token) always try at once.
@@ -383,7 +364,7 @@ pub fn plan(
             // writer took is repaired on the template it runs (its stamp is
             // the old revision's, so its drift is read here, not in `reasons`),
             // as many times per window as any take-back.
-            let spent = open_conflict(&observed.status, now)
+            let spent = conflict::open(observed.status.conflict.as_ref(), now)
                 .is_some_and(|(c, _)| c.take_backs >= MAX_TAKE_BACKS);
             if let Some((workload, managers)) = held_workload_taken(observed, desired)
                 && !spent
