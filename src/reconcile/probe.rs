@@ -63,12 +63,7 @@ pub fn held(desired: &Desired, stores: &Stores) -> Option<Activation> {
     if crate::cached_sts::serving(&sts) {
         return None;
     }
-    let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let available = sts
-        .status
-        .as_ref()
-        .and_then(|s| s.available_replicas)
-        .unwrap_or(0);
+    let (want, available) = crate::cached_sts::replicas(&sts);
     Some(Activation::Waiting {
         reason: "WorkloadUnavailable",
         message: format!(

@@ -90,16 +90,7 @@ struct Small {
 impl Small {
     async fn start(prefix: &str, ready_delay: &str, rollout: &str) -> Small {
         let ns = TestNamespace::new(prefix).await;
-        Api::<Namespace>::all(ns.client.clone())
-            .patch(
-                &ns.name,
-                &PatchParams::default(),
-                &Patch::Merge(
-                    &json!({"metadata": {"annotations": {"sim.kura.dev/ready-delay": ready_delay}}}),
-                ),
-            )
-            .await
-            .unwrap();
+        annotate_ns(&ns, "sim.kura.dev/ready-delay", ready_delay).await;
         let classes = shared_class(&ns).await;
         let op = Operator::start_with(
             &ns.name,
@@ -116,6 +107,11 @@ impl Small {
         }
     }
 
+    /// Asks kura-sim (namespace annotations) for how it plays the kubelet.
+    async fn annotate(&self, key: &str, value: &str) {
+        annotate_ns(&self.ns, key, value).await
+    }
+
     async fn create(&self, name: &str, spec: impl FnOnce(&mut serde_json::Value)) {
         let mut body = instance(name, "registry.example/kura:1.0.0");
         spec(&mut body);
@@ -129,6 +125,17 @@ impl Small {
             .delete(&format!("shared-{}", self.ns.name), &Default::default())
             .await;
     }
+}
+
+async fn annotate_ns(ns: &TestNamespace, key: &str, value: &str) {
+    Api::<Namespace>::all(ns.client.clone())
+        .patch(
+            &ns.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {key: value}}})),
+        )
+        .await
+        .unwrap();
 }
 
 async fn all_ready(instances: &Api<KuraInstance>, names: &[&str]) {
@@ -320,16 +327,7 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
 async fn an_instance_that_never_served_does_not_halt_the_fleet() {
     let rollout = "  maxUnavailable: 1\n  progressDeadline: 5s\n";
     let f = Small::start("never-served", "3s", rollout).await;
-    Api::<Namespace>::all(f.ns.client.clone())
-        .patch(
-            &f.ns.name,
-            &PatchParams::default(),
-            &Patch::Merge(
-                &json!({"metadata": {"annotations": {"sim.kura.dev/never-ready": "kura:broken"}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    f.annotate("sim.kura.dev/never-ready", "kura:broken").await;
     f.create("z0", |b| {
         b["spec"]["image"] = json!("registry.example/kura:broken")
     })
@@ -361,16 +359,7 @@ async fn an_instance_that_never_served_does_not_halt_the_fleet() {
 async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready() {
     let rollout = "  maxUnavailable: 1\n  progressDeadline: 5s\n";
     let f = Small::start("held-scaled", "1s", rollout).await;
-    Api::<Namespace>::all(f.ns.client.clone())
-        .patch(
-            &f.ns.name,
-            &PatchParams::default(),
-            &Patch::Merge(
-                &json!({"metadata": {"annotations": {"sim.kura.dev/never-ready": "\"320Mi\""}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    f.annotate("sim.kura.dev/never-ready", "\"320Mi\"").await;
     let fleet = ["b00", "b01"];
     for n in fleet {
         f.create(n, |_| {}).await;

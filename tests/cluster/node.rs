@@ -751,17 +751,7 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     let mut tokens = 0;
     while !upgrade.is_finished() {
         tokens += 1;
-        let token = format!("2026-12-01T00:01:{:02}Z", tokens % 60);
-        instances
-            .patch(
-                "acme",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(
-                    json!({"metadata": {"annotations": {"kura.dev/reapply-at": token}}}),
-                ),
-            )
-            .await
-            .unwrap();
+        force(&instances, &format!("2026-12-01T00:01:{:02}Z", tokens % 60)).await;
         tokio::time::sleep(Duration::from_millis(500)).await; // the pace of the tokens
     }
     upgrade.await.unwrap();
@@ -942,8 +932,8 @@ fn helm_upgrade_set(plane: &PrivatePlane, chart: &str, ns: &str, setting: &str) 
     );
 }
 
-/// Set the force annotation to `token`; the operator acknowledges it in status.
-async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
+/// Set the force annotation of `acme` to `token`.
+async fn force(instances: &Api<KuraInstance>, token: &str) {
     instances
         .patch(
             "acme",
@@ -954,6 +944,11 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
         )
         .await
         .unwrap();
+}
+
+/// Set the force annotation to `token`; the operator acknowledges it in status.
+async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
+    force(instances, token).await;
     wait_for(
         "the force re-apply to be acknowledged",
         Duration::from_secs(120),
