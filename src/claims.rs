@@ -160,8 +160,12 @@ pub enum Hold {
     /// It asks for the host and does not hold it.
     Asks,
     /// It serves the host (see the module documentation) since then (`None`:
-    /// unknown, last among holders).
-    Serves { since: Option<Timestamp> },
+    /// unknown, last among holders). `granted`: this process granted it the
+    /// host (the operator's own decision, which wins a tie).
+    Serves {
+        since: Option<Timestamp>,
+        granted: bool,
+    },
     /// It was deleted while it held the host since `since`: the host is kept
     /// for an instance of the same namespace and name until `until`.
     Reserved {
@@ -190,17 +194,32 @@ impl Standing {
 
     /// Who goes first: holders before those asking, holders by since when
     /// they hold, those asking by creation; then by namespace, name and uid.
+    ///
+    /// Times are compared in whole seconds: an Ingress's creationTimestamp
+    /// has no more, and a grant's exact time would otherwise beat an
+    /// Ingress created later in the same second. Within a second, the
+    /// holder this process granted the host to goes first.
     fn rank(&self) -> Rank<'_> {
-        let (asks, at) = match self.hold {
-            Hold::Asks => (true, self.claimant.created),
-            Hold::Serves { since } | Hold::Reserved { since, .. } => (false, since),
+        let (asks, at, granted) = match self.hold {
+            Hold::Asks => (true, self.claimant.created, false),
+            Hold::Serves { since, granted } => (false, since, granted),
+            Hold::Reserved { since, .. } => (false, since, false),
         };
         let c = &self.claimant;
-        (asks, at.is_none(), at, &c.namespace, &c.name, &c.uid)
+        let second = at.map(|t| t.as_second());
+        (
+            asks,
+            at.is_none(),
+            second,
+            !granted,
+            &c.namespace,
+            &c.name,
+            &c.uid,
+        )
     }
 }
 
-type Rank<'a> = (bool, bool, Option<Timestamp>, &'a str, &'a str, &'a str);
+type Rank<'a> = (bool, bool, Option<i64>, bool, &'a str, &'a str, &'a str);
 
 /// A host this instance asked for and another holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -289,7 +289,7 @@ impl Index {
         let mut out = Vec::new();
         for host in hosts {
             let mut seen: BTreeMap<&str, Standing> = BTreeMap::new();
-            for (uid, since) in self.holders(host) {
+            for (uid, since, granted) in self.holders(host) {
                 // An Ingress of an instance gone from the cache (deleted) is
                 // the garbage collector's: it holds nothing.
                 let Some(entry) = self.instances.get(uid) else {
@@ -298,10 +298,15 @@ impl Index {
                 let held = seen.entry(uid).or_insert_with(|| Standing {
                     host: host.clone(),
                     claimant: entry.claimant.clone(),
-                    hold: Hold::Serves { since },
+                    hold: Hold::Serves { since, granted },
                 });
-                if let Hold::Serves { since: earliest } = &mut held.hold {
+                if let Hold::Serves {
+                    since: earliest,
+                    granted: by_us,
+                } = &mut held.hold
+                {
                     *earliest = earliest_of(*earliest, since);
+                    *by_us |= granted;
                 }
             }
             for uid in self.claimed.get(host).into_iter().flatten() {
@@ -334,18 +339,22 @@ impl Index {
 
     /// Who serves `host` (by uid), and since when: its Ingresses of ours
     /// and the grant of this process.
-    fn holders<'a>(&'a self, host: &str) -> impl Iterator<Item = (&'a str, Option<Timestamp>)> {
+    /// Who holds `host`, since when, and whether by this process's grant.
+    fn holders<'a>(
+        &'a self,
+        host: &str,
+    ) -> impl Iterator<Item = (&'a str, Option<Timestamp>, bool)> {
         let ingresses = self
             .served
             .get(host)
             .into_iter()
             .flatten()
             .filter_map(|key| self.ingresses.get(key))
-            .map(|s| (s.holder.uid.as_str(), s.since));
+            .map(|s| (s.holder.uid.as_str(), s.since, false));
         let grant = self
             .grants
             .get(host)
-            .map(|(c, at)| (c.uid.as_str(), Some(*at)));
+            .map(|(c, at)| (c.uid.as_str(), Some(*at), true));
         ingresses.chain(grant)
     }
 
@@ -442,7 +451,7 @@ impl Index {
                 .filter(|s| s.hold != Hold::Asks)
                 .min_by(|a, b| a.rank().cmp(&b.rank()));
             if let Some(s) = first.filter(|s| s.claimant.uid == me.claimant.uid)
-                && let Hold::Serves { since } = s.hold
+                && let Hold::Serves { since, .. } = s.hold
             {
                 out.push((host.clone(), since));
             }

@@ -38,7 +38,10 @@ fn standing(host: &str, c: &Claimant, hold: Hold) -> Standing {
 }
 
 fn serves(since: i64) -> Hold {
-    Hold::Serves { since: at(since) }
+    Hold::Serves {
+        since: at(since),
+        granted: false,
+    }
 }
 
 /// The time decisions are taken at in these tables.
@@ -85,6 +88,19 @@ fn who_holds_a_host() {
         ("alone", vec![], None),
         ("alone, serving", vec![mine(serves(50))], None),
         (
+            // An Ingress's creationTimestamp has whole seconds: a grant of
+            // this process later in the same second still goes first.
+            "granted here, and another's Ingress from the same second",
+            vec![
+                mine(Hold::Serves {
+                    since: Some(at(50).unwrap() + jiff::SignedDuration::from_millis(700)),
+                    granted: true,
+                }),
+                standing(H, &older, serves(50)),
+            ],
+            None,
+        ),
+        (
             "an older claimant goes first",
             vec![asks(&older)],
             Some(&older),
@@ -129,7 +145,14 @@ fn who_holds_a_host() {
             "serving since an unknown time: after every known one",
             vec![
                 mine(serves(50)),
-                standing(H, &older, Hold::Serves { since: None }),
+                standing(
+                    H,
+                    &older,
+                    Hold::Serves {
+                        since: None,
+                        granted: false,
+                    },
+                ),
             ],
             None,
         ),

@@ -325,8 +325,8 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
 /// says nothing about the change, so the fleet goes on.
 #[tokio::test]
 async fn an_instance_that_never_served_does_not_halt_the_fleet() {
-    let rollout = "  maxUnavailable: 1\n  progressDeadline: 5s\n";
-    let f = Small::start("never-served", "3s", rollout).await;
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10s\n";
+    let f = Small::start("never-served", "4s", rollout).await;
     f.annotate("sim.kura.dev/never-ready", "kura:broken").await;
     f.create("z0", |b| {
         b["spec"]["image"] = json!("registry.example/kura:broken")
@@ -339,7 +339,8 @@ async fn an_instance_that_never_served_does_not_halt_the_fleet() {
     all_ready(&f.instances, &fleet).await;
     let before = applied(&f.instances).await;
     f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
-    // One at a time, 3 s each to be Ready: well past z0's 5 s deadline.
+    // One at a time, 4 s each to be Ready: past z0's 10 s deadline (the
+    // shortest the configuration allows).
     rolled(&f.instances, &fleet, &before, true).await;
     let all = statuses(&f.instances).await;
     assert!(
@@ -357,7 +358,7 @@ async fn an_instance_that_never_served_does_not_halt_the_fleet() {
 /// repair), and its status says it is not Ready.
 #[tokio::test]
 async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready() {
-    let rollout = "  maxUnavailable: 1\n  progressDeadline: 5s\n";
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10s\n";
     let f = Small::start("held-scaled", "1s", rollout).await;
     f.annotate("sim.kura.dev/never-ready", "\"320Mi\"").await;
     let fleet = ["b00", "b01"];

@@ -415,7 +415,7 @@ async fn a_labelled_ingress_is_not_a_claim() {
     let mut forger = with_host("aaa", Some(&format!("own.{}.test", ns.name)), &[]);
     forger["spec"]["paused"] = json!(true);
     let forger = apply_json(&instances, "test", forger).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // creation times have whole seconds: a later one
     apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
         .await
         .unwrap();
@@ -471,7 +471,7 @@ async fn a_paused_instance_claims_no_new_host() {
     let mut squatter = with_host("squatter", Some(&host), &[]);
     squatter["spec"]["paused"] = json!(true);
     apply_json(&instances, "test", squatter).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // creation times have whole seconds: a later one
     apply_json(&instances, "test", with_host("user", Some(&host), &[]))
         .await
         .unwrap();
