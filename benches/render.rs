@@ -52,7 +52,7 @@ fn claims(c: &mut Criterion) {
     use kura_operator::claims::Claims;
 
     let (instance, config) = example();
-    let (claims, _woken) = Claims::new();
+    let (claims, _woken) = Claims::new(kura_operator::claims::index::DEFAULT_RESERVATION);
     let (instances, _) = reflector::store::<KuraInstance>();
     let (ingresses, _) = reflector::store::<Ingress>();
     let fleet = |i: usize| {
@@ -74,15 +74,23 @@ fn claims(c: &mut Criterion) {
             "metadata": {"name": format!("i{i}"), "namespace": "kura-demo",
                 "labels": {"app.kubernetes.io/managed-by": "kura-operator", "kura.dev/instance": format!("i{i}")},
                 "ownerReferences": [{"apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
-                    "name": format!("i{i}"), "uid": format!("uid-{i}"), "controller": true}]},
+                    "name": format!("i{i}"), "uid": format!("uid-{i}"), "controller": true}],
+                // Its rules applied by the operator: an Ingress of ours serves.
+                "managedFields": [{"manager": "kura-operator", "operation": "Apply",
+                    "fieldsV1": {"f:spec": {"f:rules": {}}}}]},
             "spec": {"rules": [{"host": format!("acct{i}.eu-west-1.kura.example.com")}]},
         }))
         .unwrap();
         claims.ingress_event(&ingresses, &watcher::Event::Apply(ingress));
     }
     let me = fleet(500);
+    let now = jiff::Timestamp::now();
     c.bench_function("claims/decide-among-1000", |b| {
-        b.iter(|| claims.decide(black_box(&me), black_box(&config)).unwrap())
+        b.iter(|| {
+            claims
+                .decide(black_box(&me), black_box(&config), black_box(now))
+                .unwrap()
+        })
     });
 }
 

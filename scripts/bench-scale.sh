@@ -2,8 +2,9 @@
 # The scale benchmark (src/bin/kura-bench): operator convergence against direct
 # server-side apply on the local control plane, then a fleet-wide configuration
 # change, an idle window and the memory and CPU time used, `kura-operator diff`,
-# and a change paced by the fleet budget (maxUnavailable 10%). Appends its results to
-# docs/benchmarks.md and writes docs/bench/scale-<date>-n<N>.json.
+# and a change paced by the fleet budget (maxUnavailable 10%). Writes
+# docs/bench/scale-<date>-n<N>.json and prints a markdown section to fold into
+# docs/benchmarks.md.
 #
 #   scripts/bench-scale.sh            N=1000
 #   scripts/bench-scale.sh --quick    N=100

@@ -38,13 +38,19 @@ const DATA_CLAIM_SIZE: &str = "cache.kura.dev/data-claim-size";
 /// the instance serves from its pods, so a restart would take that away
 /// (the fleet budget counts it). None wanted serves nothing.
 pub fn serving(sts: &StatefulSet) -> bool {
+    let (want, available) = replicas(sts);
+    want > 0 && available >= want
+}
+
+/// The replicas the StatefulSet wants, and how many are available.
+pub fn replicas(sts: &StatefulSet) -> (i32, i32) {
     let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let available = sts
         .status
         .as_ref()
         .and_then(|s| s.available_replicas)
         .unwrap_or(0);
-    want > 0 && available >= want
+    (want, available)
 }
 
 /// Trims `sts` to what the cache keeps (module documentation).

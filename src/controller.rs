@@ -37,6 +37,8 @@ pub struct Scope {
     pub namespace: Option<String>,
     /// Server-side timeout of each watch request, in seconds.
     pub watch_timeout: u32,
+    /// How long a deleted holder's hosts stay reserved (claims.rs).
+    pub host_reservation: std::time::Duration,
 }
 
 impl Scope {
@@ -198,7 +200,7 @@ pub struct GatewayStreams {
 /// controller's, copies of the same watches.
 pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
     // Host claims follow the instances and the Ingresses of ours (claims.rs).
-    let (claims, claims_woken) = Claims::new();
+    let (claims, claims_woken) = Claims::new(scope.host_reservation);
     let claims = Arc::new(claims);
     let (instances_store, instances) = {
         let claims = claims.clone();

@@ -75,6 +75,12 @@ pub struct RunArgs {
     /// as an Event and a metric while the retries go on.
     #[arg(long, env = "KURA_TRANSIENT_REPORT_AFTER", default_value = "60s", value_parser = parse_duration)]
     pub transient_report_after: Duration,
+
+    /// How long the hosts of a deleted instance stay reserved for an instance
+    /// of the same namespace and name (a recreation), before the next
+    /// instance asking for them gets them.
+    #[arg(long, env = "KURA_HOST_RESERVATION", default_value = "5m", value_parser = parse_duration)]
+    pub host_reservation: Duration,
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -161,6 +167,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         client: client.clone(),
         namespace: args.namespace.clone(),
         watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
+        host_reservation: args.host_reservation,
     };
     let (streams, gateway_streams) = controller::streams(&scope);
     probes.set_instances(streams.stores.instances.clone());

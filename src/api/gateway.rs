@@ -12,7 +12,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Condition, InventoryEntry, RetryStatus};
+use super::{Condition, ConflictStatus, InventoryEntry, RetryStatus};
 
 // Each printcolumn repeats `type_`; clippy reads the derive's arguments as attributes.
 #[allow(clippy::duplicated_attributes)]
@@ -81,6 +81,11 @@ pub struct KuraGatewayStatus {
     /// operator resumes the same backoff).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryStatus>,
+    /// Fields the gateway renders being taken by another manager (an
+    /// autoscaler, `kubectl scale`), repeatedly: the take-backs of the
+    /// current window, as an instance counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<ConflictStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

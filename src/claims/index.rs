@@ -8,19 +8,30 @@
 //! soon as it lets go (deleted, or another host), not at the next resync.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{Claimant, HostInputs, Standing, hosts};
+use super::{Claimant, Hold, HostInputs, Standing, hosts};
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
-use crate::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::fields::{applied_by, rivals};
+use crate::keys::{FIELD_MANAGER, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+
+/// How long a deleted holder's hosts stay reserved for an instance of the
+/// same namespace and name, unless `--host-reservation` says otherwise: long
+/// enough to delete and recreate an instance by hand or by a pipeline.
+pub const DEFAULT_RESERVATION: Duration = Duration::from_secs(5 * 60);
 
 /// An instance to reconcile: namespace and name.
 pub type Wake = (String, String);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Index {
+    /// How long a deleted holder's hosts stay reserved.
+    reservation: Duration,
     /// Region → domain, for default hosts: those of the configuration last seen.
     domains: BTreeMap<String, String>,
     /// By uid.
@@ -31,10 +42,12 @@ pub struct Index {
     ingresses: HashMap<(String, String), Served>,
     /// Host → the Ingresses of ours serving it.
     served: HashMap<String, BTreeSet<(String, String)>>,
-    /// Host → the instance this process gave it to.
-    grants: HashMap<String, Claimant>,
+    /// Host → the instance this process gave it to, and when it first did.
+    grants: HashMap<String, (Claimant, Timestamp)>,
     /// Uid → the hosts granted to it.
     granted: HashMap<String, BTreeSet<String>>,
+    /// Host → the deleted instance it is reserved for.
+    reserved: HashMap<String, Reservation>,
 }
 
 #[derive(Debug)]
@@ -42,6 +55,16 @@ struct Entry {
     claimant: Claimant,
     inputs: HostInputs,
     hosts: BTreeSet<String>,
+    /// Last found invalid (`stand_down`): it asks for nothing until it is
+    /// decided again or its hosts change.
+    stood_down: bool,
+}
+
+impl Entry {
+    /// Whether it asks for its hosts: only an instance that could be granted them.
+    fn asks(&self) -> bool {
+        !self.inputs.paused && !self.stood_down
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -49,9 +72,39 @@ struct Served {
     /// The controlling instance (its `created` is unknown here: its entry has it).
     holder: Claimant,
     hosts: BTreeSet<String>,
+    /// The Ingress's `creationTimestamp`: the apiserver's, nobody else's.
+    since: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug)]
+struct Reservation {
+    /// The deleted holder (its namespace and name are what count).
+    holder: Claimant,
+    since: Option<Timestamp>,
+    until: Timestamp,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index::new(DEFAULT_RESERVATION)
+    }
 }
 
 impl Index {
+    pub fn new(reservation: Duration) -> Index {
+        Index {
+            reservation,
+            domains: BTreeMap::new(),
+            instances: HashMap::new(),
+            claimed: HashMap::new(),
+            ingresses: HashMap::new(),
+            served: HashMap::new(),
+            grants: HashMap::new(),
+            granted: HashMap::new(),
+            reserved: HashMap::new(),
+        }
+    }
+
     /// Follow the configuration's domains (default hosts). Returns whether
     /// they changed; every instance is reconciled on a change anyway.
     pub fn set_config(&mut self, config: &OperatorConfig) -> bool {
@@ -80,13 +133,13 @@ impl Index {
         true
     }
 
-    /// An instance added or changed (a deleting one claims nothing more).
-    pub fn upsert_instance(&mut self, instance: &KuraInstance) -> Vec<Wake> {
+    /// An instance added or changed (a deleting one claims nothing more), at `now`.
+    pub fn upsert_instance(&mut self, instance: &KuraInstance, now: Timestamp) -> Vec<Wake> {
         let Some(claimant) = Claimant::of(instance) else {
             return Vec::new();
         };
         if instance.metadata.deletion_timestamp.is_some() {
-            return self.remove_instance(instance);
+            return self.remove_instance(instance, now);
         }
         let uid = claimant.uid.clone();
         // Most events are status writes: nothing to do for them.
@@ -97,54 +150,72 @@ impl Index {
         {
             return Vec::new();
         }
-        let before = self.instances.get(&uid).map(|e| e.hosts.clone());
+        let before = self
+            .instances
+            .get(&uid)
+            .map(|e| (e.hosts.clone(), e.asks()));
         self.put_instance(claimant, HostInputs::from(&instance.spec));
-        let after = &self.instances[&uid].hosts;
+        let after = &self.instances[&uid];
         let changed: BTreeSet<String> = match before {
-            Some(before) => before.symmetric_difference(after).cloned().collect(),
-            None => after.clone(),
+            // Paused or unpaused: it stops or starts asking for all of them.
+            Some((before, asked)) if asked != after.asks() => {
+                before.union(&after.hosts).cloned().collect()
+            }
+            Some((before, _)) => before.symmetric_difference(&after.hosts).cloned().collect(),
+            None => after.hosts.clone(),
         };
         self.waiting_on(&changed, &[&uid])
     }
 
-    pub fn remove_instance(&mut self, instance: &KuraInstance) -> Vec<Wake> {
+    /// An instance deleted at `now`: the hosts it held are reserved for its
+    /// namespace and name.
+    pub fn remove_instance(&mut self, instance: &KuraInstance, now: Timestamp) -> Vec<Wake> {
         let Some(uid) = instance.metadata.uid.as_deref() else {
             return Vec::new();
         };
-        let Some(entry) = self.take_instance(uid) else {
+        let Some(entry) = self.take_instance(uid, now) else {
             return Vec::new();
         };
         self.waiting_on(&entry.hosts, &[uid])
     }
 
-    /// The cache listed anew (a watch restarted): replace every instance.
+    /// `uid` was found invalid: it asks for nothing until it is decided again
+    /// (or its hosts change). Wakes those it went before.
+    pub fn stand_down(&mut self, uid: &str) -> Vec<Wake> {
+        let Some(entry) = self.instances.get_mut(uid).filter(|e| !e.stood_down) else {
+            return Vec::new();
+        };
+        entry.stood_down = true;
+        let hosts = entry.hosts.clone();
+        self.waiting_on(&hosts, &[uid])
+    }
+
+    /// The cache listed anew (a watch restarted) at `now`: replace every instance.
     pub fn reset_instances<'a>(
         &mut self,
         all: impl IntoIterator<Item = &'a KuraInstance>,
+        now: Timestamp,
     ) -> Vec<Wake> {
         let before = self.claimed.clone();
-        let old: Vec<String> = self.instances.keys().cloned().collect();
-        for uid in old {
-            let entry = self.instances.remove(&uid).expect("listed above");
-            unindex(&mut self.claimed, &entry.hosts, &uid);
-        }
-        let mut live = BTreeSet::new();
-        for instance in all {
-            if let Some(c) = Claimant::of(instance)
-                && instance.metadata.deletion_timestamp.is_none()
-            {
-                live.insert(c.uid.clone());
-                self.put_instance(c, HostInputs::from(&instance.spec));
-            }
-        }
+        let live: BTreeMap<String, (Claimant, HostInputs)> = all
+            .into_iter()
+            .filter(|i| i.metadata.deletion_timestamp.is_none())
+            .filter_map(|i| Some((Claimant::of(i)?, HostInputs::from(&i.spec))))
+            .map(|(c, inputs)| (c.uid.clone(), (c, inputs)))
+            .collect();
+        // Those gone while the watch was down were deleted: they reserve
+        // what they held, as on a delete event.
         let gone: Vec<String> = self
-            .granted
+            .instances
             .keys()
-            .filter(|uid| !live.contains(*uid))
+            .filter(|uid| !live.contains_key(*uid))
             .cloned()
             .collect();
         for uid in gone {
-            self.drop_grants(&uid, &BTreeSet::new());
+            self.take_instance(&uid, now);
+        }
+        for (_, (c, inputs)) in live {
+            self.put_instance(c, inputs);
         }
         let changed: BTreeSet<String> = before
             .into_iter()
@@ -211,60 +282,107 @@ impl Index {
     }
 
     /// Every instance's standing on `hosts`: those asking for one, those
-    /// serving one (also when they no longer ask for it), those granted one.
-    /// Only instances in the cache count.
+    /// serving one (also when they no longer ask for it), those granted one,
+    /// the deleted ones it is reserved for. Only instances in the cache hold
+    /// or ask.
     pub fn standings(&self, hosts: &[String]) -> Vec<Standing> {
         let mut out = Vec::new();
         for host in hosts {
             let mut seen: BTreeMap<&str, Standing> = BTreeMap::new();
-            for uid in self.claimed.get(host).into_iter().flatten() {
-                let entry = &self.instances[uid];
-                seen.insert(
-                    uid,
-                    Standing {
-                        host: host.clone(),
-                        claimant: entry.claimant.clone(),
-                        serving: false,
-                    },
-                );
-            }
-            let servers = self
-                .served
-                .get(host)
-                .into_iter()
-                .flatten()
-                .filter_map(|key| self.ingresses.get(key))
-                .map(|s| &s.holder)
-                .chain(self.grants.get(host));
-            for holder in servers {
+            for (uid, since, granted) in self.holders(host) {
                 // An Ingress of an instance gone from the cache (deleted) is
                 // the garbage collector's: it holds nothing.
-                let Some(entry) = self.instances.get(&holder.uid) else {
+                let Some(entry) = self.instances.get(uid) else {
                     continue;
                 };
-                let claimant = entry.claimant.clone();
-                seen.entry(holder.uid.as_str())
-                    .or_insert_with(|| Standing {
-                        host: host.clone(),
-                        claimant,
-                        serving: true,
-                    })
-                    .serving = true;
+                let held = seen.entry(uid).or_insert_with(|| Standing {
+                    host: host.clone(),
+                    claimant: entry.claimant.clone(),
+                    hold: Hold::Serves { since, granted },
+                });
+                if let Hold::Serves {
+                    since: earliest,
+                    granted: by_us,
+                } = &mut held.hold
+                {
+                    *earliest = earliest_of(*earliest, since);
+                    *by_us |= granted;
+                }
+            }
+            for uid in self.claimed.get(host).into_iter().flatten() {
+                let entry = &self.instances[uid];
+                if entry.asks() && !seen.contains_key(uid.as_str()) {
+                    seen.insert(
+                        uid,
+                        Standing {
+                            host: host.clone(),
+                            claimant: entry.claimant.clone(),
+                            hold: Hold::Asks,
+                        },
+                    );
+                }
             }
             out.extend(seen.into_values());
+            if let Some(r) = self.reserved.get(host) {
+                out.push(Standing {
+                    host: host.clone(),
+                    claimant: r.holder.clone(),
+                    hold: Hold::Reserved {
+                        since: r.since,
+                        until: r.until,
+                    },
+                });
+            }
         }
         out
     }
 
-    /// `me` won `hosts`: it holds them from now on in this process, until it
-    /// asks for other hosts or is deleted.
-    pub fn grant(&mut self, me: &Claimant, hosts: &[String]) {
+    /// Who serves `host` (by uid), and since when: its Ingresses of ours
+    /// and the grant of this process.
+    /// Who holds `host`, since when, and whether by this process's grant.
+    fn holders<'a>(
+        &'a self,
+        host: &str,
+    ) -> impl Iterator<Item = (&'a str, Option<Timestamp>, bool)> {
+        let ingresses = self
+            .served
+            .get(host)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.ingresses.get(key))
+            .map(|s| (s.holder.uid.as_str(), s.since, false));
+        let grant = self
+            .grants
+            .get(host)
+            .map(|(c, at)| (c.uid.as_str(), Some(*at), true));
+        ingresses.chain(grant)
+    }
+
+    /// `me` won `hosts` at `now`: it holds them from now on in this process,
+    /// until it asks for other hosts or is deleted. A host granted before
+    /// keeps its first grant's time (the order of holders), and a
+    /// reservation for `me`'s namespace and name is used up.
+    pub fn grant(&mut self, me: &Claimant, hosts: &[String], now: Timestamp) {
         let keep: BTreeSet<String> = hosts.iter().cloned().collect();
         self.drop_grants(&me.uid, &keep);
         for host in hosts {
-            self.grants.insert(host.clone(), me.clone());
+            let since = match self.grants.get(host) {
+                Some((c, at)) if c.uid == me.uid => *at,
+                _ => now,
+            };
+            self.grants.insert(host.clone(), (me.clone(), since));
+            if self
+                .reserved
+                .get(host)
+                .is_some_and(|r| r.holder.namespace == me.namespace && r.holder.name == me.name)
+            {
+                self.reserved.remove(host);
+            }
         }
         self.granted.insert(me.uid.clone(), keep);
+        if let Some(entry) = self.instances.get_mut(&me.uid) {
+            entry.stood_down = false;
+        }
     }
 
     fn put_instance(&mut self, claimant: Claimant, inputs: HostInputs) {
@@ -283,15 +401,62 @@ impl Index {
                 claimant,
                 inputs,
                 hosts,
+                stood_down: false,
             },
         );
     }
 
-    fn take_instance(&mut self, uid: &str) -> Option<Entry> {
+    /// An instance gone at `now`: what it held is reserved for its namespace
+    /// and name.
+    fn take_instance(&mut self, uid: &str, now: Timestamp) -> Option<Entry> {
+        self.reserved.retain(|_, r| now < r.until);
+        let held = self.held_by(uid);
         let entry = self.instances.remove(uid)?;
         unindex(&mut self.claimed, &entry.hosts, uid);
         self.drop_grants(uid, &BTreeSet::new());
+        let until = now + self.reservation;
+        for (host, since) in held {
+            let holder = entry.claimant.clone();
+            self.reserved.insert(
+                host,
+                Reservation {
+                    holder,
+                    since,
+                    until,
+                },
+            );
+        }
         Some(entry)
+    }
+
+    /// The hosts `uid` holds (serves or was granted), each since when: only
+    /// those it goes first on, so that a reservation never outranks a holder
+    /// that went before it.
+    fn held_by(&self, uid: &str) -> Vec<(String, Option<Timestamp>)> {
+        let Some(me) = self.instances.get(uid) else {
+            return Vec::new();
+        };
+        let mut hosts: BTreeSet<&String> = self.granted.get(uid).into_iter().flatten().collect();
+        hosts.extend(
+            self.ingresses
+                .values()
+                .filter(|s| s.holder.uid == uid)
+                .flat_map(|s| &s.hosts),
+        );
+        let mut out = Vec::new();
+        for host in hosts {
+            let standings = self.standings(std::slice::from_ref(host));
+            let first = standings
+                .iter()
+                .filter(|s| s.hold != Hold::Asks)
+                .min_by(|a, b| a.rank().cmp(&b.rank()));
+            if let Some(s) = first.filter(|s| s.claimant.uid == me.claimant.uid)
+                && let Hold::Serves { since, .. } = s.hold
+            {
+                out.push((host.clone(), since));
+            }
+        }
+        out
     }
 
     /// Drop the grants of `uid` except those of `keep`.
@@ -300,7 +465,7 @@ impl Index {
             return;
         };
         for host in granted.iter().filter(|h| !keep.contains(*h)) {
-            if self.grants.get(host).is_some_and(|c| c.uid == uid) {
+            if self.grants.get(host).is_some_and(|(c, _)| c.uid == uid) {
                 self.grants.remove(host);
             }
         }
@@ -362,10 +527,11 @@ fn ingress_key(ingress: &Ingress) -> Option<(String, String)> {
 }
 
 /// The hosts an Ingress serves for an instance: one of ours (labelled as the
-/// instance's, controlled by it) and not being deleted; `None` otherwise.
+/// instance's, controlled by it, its rules applied by the operator), not
+/// being deleted; `None` otherwise.
 fn served_by(ingress: &Ingress) -> Option<Served> {
     let m = &ingress.metadata;
-    if m.deletion_timestamp.is_some() {
+    if m.deletion_timestamp.is_some() || !rules_applied_by_us(m) {
         return None;
     }
     let labels = m.labels.as_ref()?;
@@ -397,7 +563,35 @@ fn served_by(ingress: &Ingress) -> Option<Served> {
             created: None,
         },
         hosts,
+        since: m.creation_timestamp.as_ref().map(|t| t.0),
     })
+}
+
+/// Whether the operator's field manager applied the Ingress's rules: its
+/// apply entry is there and no other manager holds `spec.rules` (the caches
+/// keep of other managers just what they hold alone, compact.rs, so this
+/// reads the same of a cached Ingress as of one fresh from the apiserver).
+/// A tenant's own Ingress, labelled as ours, is not ours. Manager names are
+/// the client's choice, though: the order of holders is the real guard.
+fn rules_applied_by_us(m: &ObjectMeta) -> bool {
+    let entries = m.managed_fields.as_deref().unwrap_or_default();
+    let Some(ours) = entries.iter().find(|e| applied_by(e, FIELD_MANAGER)) else {
+        return false;
+    };
+    let ours = ours.fields_v1.as_ref().map(|f| &f.0);
+    !entries.iter().filter(|e| rivals::is_rival(e)).any(|e| {
+        e.fields_v1
+            .as_ref()
+            .and_then(|theirs| rivals::exclusive(&theirs.0, ours))
+            .is_some_and(|alone| alone.get("f:spec").and_then(|s| s.get("f:rules")).is_some())
+    })
+}
+
+fn earliest_of(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The hosts whose servers an Ingress change moved.

@@ -3,8 +3,10 @@
 //! concern is sent to the instance controller (`woken`), which reconciles them.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use futures::channel::mpsc;
+use jiff::Timestamp;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -20,12 +22,15 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// The claims, and the stream of instances to reconcile because a host
-    /// they wait for may have been freed.
-    pub fn new() -> (Claims, mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>) {
+    /// The claims, a deleted holder's hosts reserved for `reservation`, and
+    /// the stream of instances to reconcile because a host they wait for may
+    /// have been freed.
+    pub fn new(
+        reservation: Duration,
+    ) -> (Claims, mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>) {
         let (wake, woken) = mpsc::unbounded();
         let claims = Claims {
-            index: Mutex::new(Index::default()),
+            index: Mutex::new(Index::new(reservation)),
             wake,
         };
         (claims, woken)
@@ -37,13 +42,14 @@ impl Claims {
         store: &Store<KuraInstance>,
         event: &watcher::Event<KuraInstance>,
     ) {
+        let now = Timestamp::now();
         let mut index = self.index.lock().unwrap();
         let wakes = match event {
-            watcher::Event::Apply(i) => index.upsert_instance(i),
-            watcher::Event::Delete(i) => index.remove_instance(i),
+            watcher::Event::Apply(i) => index.upsert_instance(i, now),
+            watcher::Event::Delete(i) => index.remove_instance(i, now),
             watcher::Event::InitDone => {
                 let all = store.state();
-                index.reset_instances(all.iter().map(|i| i.as_ref()))
+                index.reset_instances(all.iter().map(|i| i.as_ref()), now)
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
         };
@@ -70,7 +76,12 @@ impl Claims {
     /// Whether `instance` (valid under `config`) holds every host it asks
     /// for; if it does, they are granted to it at once, so that an instance
     /// reconciled meanwhile sees them held before the caches show its Ingresses.
-    pub fn decide(&self, instance: &KuraInstance, config: &OperatorConfig) -> Result<(), Conflict> {
+    pub fn decide(
+        &self,
+        instance: &KuraInstance,
+        config: &OperatorConfig,
+        now: Timestamp,
+    ) -> Result<(), Conflict> {
         let Some(me) = Claimant::of(instance) else {
             return Ok(());
         };
@@ -82,9 +93,19 @@ impl Claims {
         let names: Vec<String> = wanted.iter().map(|h| h.host.clone()).collect();
         let mut index = self.index.lock().unwrap();
         index.set_config(config);
-        check(&me, &wanted, &index.standings(&names))?;
-        index.grant(&me, &names);
+        check(&me, &wanted, &index.standings(&names), now)?;
+        index.grant(&me, &names, now);
         Ok(())
+    }
+
+    /// `instance` is invalid: it asks for no host until it is decided again,
+    /// so that input nobody can apply keeps nobody waiting.
+    pub fn stand_down(&self, instance: &KuraInstance) {
+        let Some(uid) = instance.metadata.uid.as_deref() else {
+            return;
+        };
+        let wakes = self.index.lock().unwrap().stand_down(uid);
+        self.send(wakes);
     }
 
     fn send(&self, wakes: Vec<Wake>) {

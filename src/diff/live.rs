@@ -88,7 +88,9 @@ impl LiveBuilder {
                     pod_disruption_budgets: pdbs,
                     network_policies,
                     deployments,
-                    claims: std::sync::Arc::new(Claims::new().0),
+                    claims: std::sync::Arc::new(
+                        Claims::new(crate::claims::index::DEFAULT_RESERVATION).0,
+                    ),
                     labelled: Default::default(),
                 },
                 pod_template_hashes: BTreeMap::new(),

@@ -193,10 +193,19 @@ pub fn diff_instance(
         storage::pin(v, claim.as_ref())
     });
     // A host another instance holds: nothing would be applied (claims.rs),
-    // as in the operator, which does not check a paused instance either.
+    // as in the operator, which does not check a paused instance either, and
+    // where an invalid one asks for no host.
     let host_conflict = match &validated {
-        Ok(_) if !instance.spec.paused => live.stores.claims.decide(instance, config).err(),
-        _ => None,
+        Ok(_) if !instance.spec.paused => live
+            .stores
+            .claims
+            .decide(instance, config, jiff::Timestamp::now())
+            .err(),
+        Ok(_) => None,
+        Err(_) => {
+            live.stores.claims.stand_down(instance);
+            None
+        }
     };
     let desired = validated.as_ref().ok().map(|v| render(v, config));
     let observed = observe::observe(
@@ -412,6 +421,7 @@ pub fn names_to_read(diff: &InstanceDiff) -> Vec<ObjectId> {
             id: o.id(),
             create: o.action == Action::Create,
             clear_address: false,
+            keep_live_template: false,
         })
         .collect();
     crate::reconcile::apply::names_to_check(&ops)

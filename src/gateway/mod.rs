@@ -169,6 +169,7 @@ pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action
         // Retried when the other object changes or goes (the watches map it here).
         Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
         Plan::Backoff { at } | Plan::Stalled { at } => (Outcome::Waiting, until(at, now)),
+        Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
         Plan::Converged => (Outcome::Converged, ctx.resync),
         Plan::Settling => (Outcome::Converged, SETTLE),
         Plan::Apply {
@@ -328,6 +329,9 @@ fn log_outcome(namespace: &str, name: &str, outcome: &Outcome) {
         }
         Outcome::NameConflict(conflicts) => {
             tracing::warn!(%namespace, gateway = %name, conflicts = %conflicts.join("; "), "gateway name conflict: nothing applied")
+        }
+        Outcome::ConflictHold { managers } => {
+            tracing::debug!(%namespace, gateway = %name, managers = %managers.join(", "), "gateway field conflict: take-backs spent, held until the window ends")
         }
         Outcome::Invalid(errors) => {
             tracing::debug!(%namespace, gateway = %name, %errors, "invalid gateway: nothing applied")

@@ -33,7 +33,12 @@ pub fn observe(
     desired: Option<&Desired>,
     stores: &Stores,
 ) -> Observed {
-    let status = status.unwrap_or_default();
+    let mut status = status.unwrap_or_default();
+    // A take-back record another manager wrote would hold the gateway's
+    // repairs (or lift the bound): only the operator's own counts.
+    if !crate::status_trust::written_by_operator(&gw.metadata, "conflict") {
+        status.conflict = None;
+    }
     let uid = gw.metadata.uid.as_deref().unwrap_or_default();
     let name = gw.metadata.name.as_deref().unwrap_or_default();
     let mut ids: Vec<ObjectId> = status

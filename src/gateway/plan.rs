@@ -8,13 +8,18 @@
 //! another revision, or one whose fields another manager took is sent again,
 //! and only those. A child of the desired name that is not the gateway's is
 //! never written: the gateway reports the name conflict.
+//!
+//! Another writer that keeps taking a field back (an autoscaler, `kubectl
+//! scale`) is handled as for an instance (`reconcile::plan::conflict`): at
+//! most `MAX_TAKE_BACKS` take-backs per `CONFLICT_WINDOW`, then its values
+//! stand until the window ends, and the gateway reports it.
 
 use jiff::Timestamp;
 
 use super::observe::Observed;
 use crate::api::KuraGatewayStatus;
 use crate::reconcile::plan::{
-    ApplyOp, ApplyReason, RetryPolicy, drift, inputs_key, later, recorded_time,
+    ApplyOp, ApplyReason, RetryPolicy, conflict, drift, inputs_key, later, recorded_time,
 };
 use crate::render::{Desired, ObjectId};
 use crate::validate::ValidationErrors;
@@ -41,6 +46,12 @@ pub enum Plan {
     /// The retry budget of these inputs is spent: retry at `at`.
     Stalled {
         at: Timestamp,
+    },
+    /// Another writer keeps undoing ours: the take-backs of this window are
+    /// spent; hold until `at` and report (no ping-pong).
+    ConflictHold {
+        at: Timestamp,
+        managers: Vec<String>,
     },
     Converged,
     /// What differs is what the caches have not shown yet of this process's
@@ -93,6 +104,10 @@ pub fn plan(
     // Right after an apply, a release still shows until the caches catch up.
     if observed.just_applied && reasons.iter().all(ApplyReason::may_be_cache_lag) {
         return Plan::Settling;
+    }
+    // Only contested values to take back, and this window's take-backs are spent.
+    if let Some((at, managers)) = conflict::hold(&reasons, status.conflict.as_ref(), now) {
+        return Plan::ConflictHold { at, managers };
     }
     let key = inputs_key(&desired.revision, None);
     let failures = failures_for(status, &key);

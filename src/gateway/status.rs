@@ -7,12 +7,12 @@ use kube::runtime::events::{Event, EventType};
 
 use super::observe::Observed;
 use super::plan::failures_for;
-use crate::api::conditions::{self, READY, RECONCILING, STALLED, VALID, find};
+use crate::api::conditions::{self, FIELD_CONFLICT, READY, RECONCILING, STALLED, VALID, find};
 use crate::api::{Condition, ConditionStatus, InventoryEntry, KuraGatewayStatus, RetryStatus};
 use crate::keys::GATEWAY_FIELD_MANAGER;
 use crate::kind::ChildKind;
 use crate::reconcile::apply::{Failure, FailureClass};
-use crate::reconcile::plan::{ApplyReason, RetryPolicy, inputs_key};
+use crate::reconcile::plan::{ApplyReason, RetryPolicy, conflict, inputs_key};
 use crate::reconcile::status::failure_reason;
 use crate::render::{Desired, hash::short};
 use crate::validate::ValidationErrors;
@@ -39,6 +39,10 @@ pub enum Outcome {
     },
     /// A failing apply waits for its backoff or stall window.
     Waiting,
+    /// Another writer keeps undoing ours; this window's take-backs are spent.
+    ConflictHold {
+        managers: Vec<String>,
+    },
     Converged,
 }
 
@@ -51,6 +55,7 @@ impl Outcome {
             Outcome::Applied { .. } => "applied",
             Outcome::ApplyFailed { .. } => "apply-failed",
             Outcome::Waiting => "waiting",
+            Outcome::ConflictHold { .. } => "conflict-hold",
             Outcome::Converged => "converged",
         }
     }
@@ -176,14 +181,33 @@ pub fn compute(i: &StatusInputs) -> KuraGatewayStatus {
                 ));
             }
         }
-        Outcome::Applied { inventory, .. } => {
+        Outcome::Applied {
+            reasons, inventory, ..
+        } => {
             let d = i.desired.expect("an apply needs a desired state");
             s.applied_revision = Some(d.revision.clone());
             s.inventory = inventory.clone();
+            s.conflict = conflict::after_apply(prev.conflict.as_ref(), reasons, i.now);
             serving(&mut s, &mut fresh, i, &c);
         }
-        Outcome::Converged => serving(&mut s, &mut fresh, i, &c),
+        Outcome::Converged => {
+            s.conflict = conflict::still_open(prev.conflict.as_ref(), i.now);
+            serving(&mut s, &mut fresh, i, &c);
+        }
+        // Everything else stands; only the conflict is news.
+        Outcome::ConflictHold { .. } => fresh.extend(
+            prev.conditions
+                .iter()
+                .filter(|p| fresh.iter().all(|f| f.type_ != p.type_))
+                .filter(|p| p.type_ != FIELD_CONFLICT)
+                .cloned()
+                .collect::<Vec<_>>(),
+        ),
         Outcome::Waiting => unreachable!("returned above"),
+    }
+    // Said while the record calls for it, whatever else happened.
+    if let Some(msg) = conflict::condition_message(s.conflict.as_ref(), i.now) {
+        fresh.push(c(FIELD_CONFLICT, True, "ContestedFields", msg));
     }
     s.conditions = conditions::merge(&prev.conditions, fresh, &i.now.to_string());
     s
@@ -229,8 +253,9 @@ fn event(type_: EventType, reason: &str, note: String) -> Event {
     }
 }
 
-/// Events on transitions: an apply or repair (with its reasons), a move to the
-/// gateway's field manager, an invalid spec, a name conflict or failure when
+/// Events on transitions: an apply or repair (with its reasons), a take-back
+/// of a field another manager held (naming it), a move to the gateway's field
+/// manager, an invalid spec, a name conflict or failure when
 /// Ready starts to say it.
 pub fn events_for(
     prev: &KuraGatewayStatus,
@@ -262,6 +287,9 @@ pub fn events_for(
                     why.join(", ")
                 ),
             ));
+            if let Some(note) = conflict::took_back(reasons) {
+                out.push(event(EventType::Warning, "FieldConflict", note));
+            }
             if !released.is_empty() {
                 out.push(event(
                     EventType::Normal,

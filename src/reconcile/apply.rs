@@ -286,6 +286,12 @@ async fn apply_one(
             }
             Err(e) => return Err(fail("create", &e)),
         }
+    } else if op.keep_live_template {
+        let live = api.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
+        let body = with_live_template(object.body(), &live.data, &live.metadata);
+        api.patch(&op.id.name, &params, &Patch::Apply(&body))
+            .await
+            .map_err(|e| fail("apply", &e))?
     } else {
         api.patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
             .await
@@ -299,6 +305,27 @@ async fn apply_one(
             .map_err(|e| fail("clear the address of", &e))?;
     }
     Ok((op.id.clone(), owned_fields_by(&applied.metadata, manager)))
+}
+
+/// The workload as rendered, with the pod template and revision stamp it runs
+/// now (`ApplyOp::keep_live_template`): everything else of it is repaired,
+/// and no pod restarts.
+pub fn with_live_template(
+    mut body: serde_json::Value,
+    live: &serde_json::Value,
+    live_meta: &kube::api::ObjectMeta,
+) -> serde_json::Value {
+    if let Some(template) = live.pointer("/spec/template") {
+        body["spec"]["template"] = template.clone();
+    }
+    let stamp = live_meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::keys::ANNOTATION_REVISION));
+    if let Some(stamp) = stamp {
+        body["metadata"]["annotations"][crate::keys::ANNOTATION_REVISION] = stamp.clone().into();
+    }
+    body
 }
 
 /// Removes the addresses an ingress controller wrote into an Ingress's status.
@@ -328,6 +355,7 @@ mod tests {
             },
             create,
             clear_address: false,
+            keep_live_template: false,
         }
     }
 

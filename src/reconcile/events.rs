@@ -100,17 +100,8 @@ pub fn events_for(
                     ),
                 ));
             }
-            let taken: Vec<String> = reasons
-                .iter()
-                .filter(|r| r.is_contested())
-                .map(ToString::to_string)
-                .collect();
-            if !taken.is_empty() {
-                out.push(ev(
-                    EventType::Warning,
-                    "FieldConflict",
-                    format!("took back {}", taken.join("; ")),
-                ));
+            if let Some(note) = super::plan::conflict::took_back(reasons) {
+                out.push(ev(EventType::Warning, "FieldConflict", note));
             }
             if !pruned.kept.is_empty() {
                 out.push(ev(

@@ -119,10 +119,15 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         storage::pin(v, live.as_ref())
     });
     // A host another instance holds: like invalid input, nothing is applied
-    // and nothing deleted (claims.rs). A paused instance does neither anyway.
+    // and nothing deleted (claims.rs). A paused instance does neither anyway,
+    // and neither it nor an invalid one asks for a host (claims.rs).
     let mut host_conflict = match &validated {
-        Ok(_) if !instance.spec.paused => ctx.stores.claims.decide(&instance, &config).err(),
-        _ => None,
+        Ok(_) if !instance.spec.paused => ctx.stores.claims.decide(&instance, &config, now).err(),
+        Ok(_) => None,
+        Err(_) => {
+            ctx.stores.claims.stand_down(&instance);
+            None
+        }
     };
     let desired = validated.as_ref().ok().map(|v| render(v, &config));
     let mut observed = observe::observe(
@@ -155,10 +160,15 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     );
 
     let (outcome, requeue) = match decision {
-        _ if host_conflict.is_some() => (
-            Outcome::HostConflict(host_conflict.take().expect("just checked")),
-            ctx.resync,
-        ),
+        _ if host_conflict.is_some() => {
+            let conflict = host_conflict.take().expect("just checked");
+            // A reservation ends with no event to wake those waiting for it.
+            let requeue = match conflict.ask_again_at() {
+                Some(at) => until(at, now).min(ctx.resync),
+                None => ctx.resync,
+            };
+            (Outcome::HostConflict(conflict), requeue)
+        }
         Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
         Plan::Paused => (Outcome::Paused, ctx.resync),
         Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
@@ -219,6 +229,9 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     };
 
     let activation = match (&outcome, &desired) {
+        (Outcome::Held(_) | Outcome::Applied { held: Some(_), .. }, Some(d)) => {
+            probe::held(d, &ctx.stores)
+        }
         (Outcome::Applied { pruned, .. }, Some(d)) if pruned.failure.is_none() => {
             Some(probe::probe(d, &ctx.stores, true))
         }

@@ -15,6 +15,7 @@
 //! are pruned. An object of the desired name that this instance did not create
 //! is never sent: the instance reports the name conflict.
 
+pub mod conflict;
 pub mod drift;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ use crate::render::{Desired, ObjectId};
 use crate::rollout::Admission;
 use crate::validate::ValidationErrors;
 
+pub use self::conflict::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
 pub use crate::retry::{MIN_STALL_WINDOW, RetryPolicy, TRANSIENT_BASE, TRANSIENT_MAX};
 pub use crate::time::{later, recorded_time, until};
 
@@ -219,6 +221,11 @@ pub struct ApplyOp {
     /// An Ingress moving to another class: the address its old controller
     /// wrote says nothing about the new one, so it is cleared.
     pub clear_address: bool,
+    /// The workload's change waits for the rollout budget, but another
+    /// writer took fields of it (`kubectl scale`): it is sent with the pod
+    /// template and revision stamp it runs now, so the drift is repaired
+    /// without the restart the budget holds back.
+    pub keep_live_template: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -269,21 +276,6 @@ pub enum Plan {
     Settling,
 }
 
-/// At most this many take-backs of contested fields per [`CONFLICT_WINDOW`].
-pub const MAX_TAKE_BACKS: i64 = 3;
-pub const CONFLICT_WINDOW: Duration = Duration::from_secs(60);
-
-/// The conflict record, if its window is still open at `now`, with the
-/// window's end.
-pub fn open_conflict(
-    status: &KuraInstanceStatus,
-    now: Timestamp,
-) -> Option<(&crate::api::ConflictStatus, Timestamp)> {
-    let c = status.conflict.as_ref()?;
-    let end = later(recorded_time(&c.window_start, now)?, CONFLICT_WINDOW);
-    (now < end).then_some((c, end))
-}
-
 /// The key a retry budget belongs to: a change of revision (spec, config,
 /// renderer) or force token starts a fresh budget.
 pub fn inputs_key(desired_revision: &str, force_token: Option<&str>) -> String {
@@ -331,7 +323,7 @@ pub fn plan(
     policy: &RetryPolicy,
     now: Timestamp,
 ) -> Plan {
-    let (mut apply, prune, reasons, force_token, desired) =
+    let (mut apply, prune, mut reasons, force_token, desired) =
         match (intent(observed, desired), desired) {
             (
                 Plan::Apply {
@@ -349,14 +341,8 @@ pub fn plan(
         return Plan::Settling;
     }
     // Only contested values to take back, and this window's take-backs are spent.
-    if reasons.iter().all(ApplyReason::is_contested)
-        && let Some((c, end)) = open_conflict(&observed.status, now)
-        && c.take_backs >= MAX_TAKE_BACKS
-    {
-        return Plan::ConflictHold {
-            at: end,
-            managers: c.managers.clone(),
-        };
+    if let Some((at, managers)) = conflict::hold(&reasons, observed.status.conflict.as_ref(), now) {
+        return Plan::ConflictHold { at, managers };
     }
     // A failure recorded for these same inputs decides when to try again; new
     // inputs (a new revision or force token) always try at once.
@@ -383,7 +369,20 @@ pub fn plan(
         BudgetDecision::Proceed => None,
         BudgetDecision::Admit => return Plan::Admit,
         BudgetDecision::Hold(admission) => {
-            apply.retain(|op| !op.id.kind.restarts_pods());
+            // Drift repair is never held: a workload whose fields another
+            // writer took is repaired on the template it runs (its stamp is
+            // the old revision's, so its drift is read here, not in `reasons`),
+            // as many times per window as any take-back.
+            let spent = conflict::open(observed.status.conflict.as_ref(), now)
+                .is_some_and(|(c, _)| c.take_backs >= MAX_TAKE_BACKS);
+            if let Some((workload, managers)) = held_workload_taken(observed, desired)
+                && !spent
+                && let Some(op) = apply.iter_mut().find(|op| op.id == workload.id)
+            {
+                op.keep_live_template = true;
+                reasons.push(ApplyReason::FieldDrift(workload.id.to_string(), managers));
+            }
+            apply.retain(|op| op.keep_live_template || !op.id.kind.restarts_pods());
             if apply.is_empty() && prune.is_empty() {
                 return Plan::Held(admission);
             }
@@ -520,6 +519,21 @@ fn objects_to_send(
         })
         .map(|o| drift::op(o, observed.children.get(&o.id)))
         .collect()
+}
+
+/// The live workload, when another manager took fields of it since the last
+/// apply (and who, as far as managedFields say).
+fn held_workload_taken<'d>(
+    observed: &Observed,
+    desired: &'d Desired,
+) -> Option<(&'d crate::render::RenderedObject, Vec<String>)> {
+    let workload = desired
+        .objects
+        .iter()
+        .find(|o| o.id.kind == ChildKind::StatefulSet)?;
+    let live = observed.children.get(&workload.id)?;
+    (live.owner == Owner::Ours && drift::fields_taken(&observed.status.inventory, workload, live))
+        .then(|| (workload, live.other_managers.clone()))
 }
 
 /// Objects of this instance that the desired set no longer has: those of the

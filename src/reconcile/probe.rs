@@ -45,6 +45,35 @@ impl Activation {
     }
 }
 
+/// The workload of an instance whose change waits for the rollout budget:
+/// `None` while it serves (its last report stands), otherwise why not, from
+/// what is live (the StatefulSet runs the revision before the held one).
+pub fn held(desired: &Desired, stores: &Stores) -> Option<Activation> {
+    let id = &desired
+        .objects
+        .iter()
+        .find(|o| o.id.kind == ChildKind::StatefulSet)?
+        .id;
+    let Some(sts) = stores.stateful_set(id) else {
+        return Some(Activation::Waiting {
+            reason: "WorkloadMissing",
+            message: format!("StatefulSet {} does not exist", id.name),
+        });
+    };
+    if crate::cached_sts::serving(&sts) {
+        return None;
+    }
+    let (want, available) = crate::cached_sts::replicas(&sts);
+    Some(Activation::Waiting {
+        reason: "WorkloadUnavailable",
+        message: format!(
+            "StatefulSet {}: {available}/{want} replicas available (on the running revision; revision {} waits for the rollout budget)",
+            id.name,
+            short(&desired.revision)
+        ),
+    })
+}
+
 /// One rendered ingress with what the caches know about it and its class.
 pub struct IngressFacts {
     pub name: String,

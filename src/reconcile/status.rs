@@ -6,13 +6,10 @@ use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 
 use super::apply::{Failure, FailureClass, Stage};
-use super::plan::{
-    ApplyReason, MAX_TAKE_BACKS, Observed, RetryPolicy, failures_for, inputs_key, open_conflict,
-};
+use super::plan::{ApplyReason, Observed, RetryPolicy, conflict, failures_for, inputs_key};
 use super::probe::Activation;
 use super::prune::PruneOutcome;
 use super::storage::PendingStorage;
-use crate::api::ConflictStatus;
 use crate::api::conditions::{
     self, ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, STORAGE_CHANGE_PENDING, VALID,
 };
@@ -257,16 +254,25 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
         }
         Outcome::Waiting { .. } => return s, // nothing new to say until the retry
         // The budget's news is added below; everything else stands.
-        Outcome::Admitted | Outcome::Held(_) => fresh.extend(prev.conditions.iter().cloned()),
+        Outcome::Admitted => fresh.extend(prev.conditions.iter().cloned()),
+        Outcome::Held(_) => {
+            fresh.extend(prev.conditions.iter().cloned());
+            held_workload_down(&mut s, &mut fresh, i, &c);
+        }
         Outcome::Applied {
             inventory,
             held: Some(_),
             ..
         } => {
-            // Part of the revision went (what restarts no pod): the inventory
-            // says so, but the revision is not applied until the rest goes.
+            // Part of the revision went (what restarts no pod, a repair of
+            // the workload on its running template): the inventory says so,
+            // but the revision is not applied until the rest goes.
             s.inventory = inventory.clone();
+            if let Outcome::Applied { reasons, .. } = i.outcome {
+                s.conflict = conflict::after_apply(prev.conflict.as_ref(), reasons, i.now);
+            }
             fresh.extend(prev.conditions.iter().cloned());
+            held_workload_down(&mut s, &mut fresh, i, &c);
         }
         Outcome::ConflictHold { .. } => {
             // Everything else stands; only the conflict is news.
@@ -278,6 +284,7 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             );
         }
         Outcome::Applied {
+            reasons,
             inventory,
             pruned,
             streak,
@@ -298,7 +305,7 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             s.inventory = inventory.clone();
             s.applied_generation = i.observed.generation;
             s.applied_origin = Some(i.rollout.origin);
-            s.conflict = count_take_backs(i, prev);
+            s.conflict = conflict::after_apply(prev.conflict.as_ref(), reasons, i.now);
             match &pruned.failure {
                 Some(failure) => {
                     fresh.push(c(VALID, True, "Valid", String::new()));
@@ -312,17 +319,11 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
         }
         Outcome::Converged => {
             s.retry = None;
-            s.conflict = open_conflict(prev, i.now).map(|(c, _)| c.clone());
+            s.conflict = conflict::still_open(prev.conflict.as_ref(), i.now);
             activation_conditions(&mut s, &mut fresh, i, &c);
         }
     }
-    if let Some((c, _)) = open_conflict(&s, i.now).filter(|(c, _)| c.take_backs >= 2) {
-        let msg = format!(
-            "{} keep undoing what this operator renders: {} take-backs since {} (at most {MAX_TAKE_BACKS} a minute; the operator's values win)",
-            names_or_unknown(&c.managers),
-            c.take_backs,
-            c.window_start
-        );
+    if let Some(msg) = conflict::condition_message(s.conflict.as_ref(), i.now) {
         fresh.retain(|f| f.type_ != FIELD_CONFLICT);
         fresh.push(condition(
             FIELD_CONFLICT,
@@ -360,14 +361,6 @@ pub fn terminating_message(objects: &[String]) -> String {
         "waiting for objects being deleted: {}. Nothing is applied until they are gone, then they are created again (a finalizer nobody removes holds them: see the controller that set it)",
         objects.join("; ")
     )
-}
-
-fn names_or_unknown(managers: &[String]) -> String {
-    if managers.is_empty() {
-        "an admission webhook or policy (no other field manager)".into()
-    } else {
-        managers.join(", ")
-    }
 }
 
 /// A failure in status: Ready False with the object, the verb and the
@@ -447,34 +440,24 @@ fn condition(
     c
 }
 
-/// An apply that took contested values back counts against the window.
-fn count_take_backs(i: &StatusInputs, prev: &KuraInstanceStatus) -> Option<ConflictStatus> {
-    let open = open_conflict(prev, i.now);
-    let Outcome::Applied { reasons, .. } = i.outcome else {
-        return prev.conflict.clone();
+/// While its change waits for the budget, an instance reports what is live:
+/// a workload that stopped serving (scaled to zero, pods failing) is not
+/// Ready, whatever the last status said (`probe::held`).
+fn held_workload_down(
+    s: &mut KuraInstanceStatus,
+    fresh: &mut Vec<Condition>,
+    i: &StatusInputs,
+    c: &dyn Fn(&str, ConditionStatus, &str, String) -> Condition,
+) {
+    let Some(Activation::Waiting { reason, message }) = i.activation else {
+        return;
     };
-    if !reasons.iter().any(ApplyReason::is_contested) {
-        return open.map(|(c, _)| c.clone());
-    }
-    let mut managers: Vec<String> = reasons
-        .iter()
-        .flat_map(|r| r.managers().iter().cloned())
-        .chain(open.iter().flat_map(|(c, _)| c.managers.iter().cloned()))
-        .collect();
-    managers.sort();
-    managers.dedup();
-    Some(match open {
-        Some((c, _)) => ConflictStatus {
-            take_backs: c.take_backs.saturating_add(1),
-            window_start: c.window_start.clone(),
-            managers,
-        },
-        None => ConflictStatus {
-            take_backs: 1,
-            window_start: i.now.to_string(),
-            managers,
-        },
-    })
+    use ConditionStatus::{False, True};
+    s.phase = Some(Phase::Activating);
+    fresh.retain(|f| f.type_ != ACTIVE && f.type_ != READY && f.type_ != RECONCILING);
+    fresh.push(c(ACTIVE, False, reason, message.clone()));
+    fresh.push(c(READY, False, reason, message.clone()));
+    fresh.push(c(RECONCILING, True, "Activating", message.clone()));
 }
 
 fn activation_conditions(

@@ -510,3 +510,66 @@ async fn the_bound_holds_across_a_kill_and_a_leader_hand_over() {
     drop(standby);
     f.finish().await;
 }
+
+/// Busy-loops on every core until dropped: a slow cluster, for the tests
+/// whose guarantees must not depend on timing.
+struct CpuHog {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CpuHog {
+    fn start() -> CpuHog {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                })
+            })
+            .collect();
+        CpuHog { stop, threads }
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The bound holds when the machine is slow: a busy loop on every core
+/// beside the apiserver, the operator and kura-sim while a pod-template
+/// change rolls through the fleet (on a fresh clone under load, the bound
+/// of 3 was once seen broken with 13 restarting at once).
+#[tokio::test]
+async fn the_budget_holds_on_a_loaded_machine() {
+    let rollout = "  maxUnavailable: 3\n  progressDeadline: 10m\n";
+    let f = fleet(
+        "budget-load",
+        rollout,
+        json!({"sim.kura.dev/ready-delay": "2s"}),
+        Options::default(),
+    )
+    .await;
+    let before = applied(&f.instances).await;
+    let hog = CpuHog::start();
+    let sampler = Sampler::start(f.sts.clone(), None);
+    f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
+    converge_from(&f.instances, &before).await;
+    let max = sampler.finish().await;
+    drop(hog);
+    eprintln!("under a CPU hog: at most {max} of {N} unavailable at once (bound 3)");
+    assert!(max <= 3, "never more than the budget unavailable: {max}");
+    f.finish().await;
+}

@@ -90,16 +90,7 @@ struct Small {
 impl Small {
     async fn start(prefix: &str, ready_delay: &str, rollout: &str) -> Small {
         let ns = TestNamespace::new(prefix).await;
-        Api::<Namespace>::all(ns.client.clone())
-            .patch(
-                &ns.name,
-                &PatchParams::default(),
-                &Patch::Merge(
-                    &json!({"metadata": {"annotations": {"sim.kura.dev/ready-delay": ready_delay}}}),
-                ),
-            )
-            .await
-            .unwrap();
+        annotate_ns(&ns, "sim.kura.dev/ready-delay", ready_delay).await;
         let classes = shared_class(&ns).await;
         let op = Operator::start_with(
             &ns.name,
@@ -116,6 +107,11 @@ impl Small {
         }
     }
 
+    /// Asks kura-sim (namespace annotations) for how it plays the kubelet.
+    async fn annotate(&self, key: &str, value: &str) {
+        annotate_ns(&self.ns, key, value).await
+    }
+
     async fn create(&self, name: &str, spec: impl FnOnce(&mut serde_json::Value)) {
         let mut body = instance(name, "registry.example/kura:1.0.0");
         spec(&mut body);
@@ -129,6 +125,17 @@ impl Small {
             .delete(&format!("shared-{}", self.ns.name), &Default::default())
             .await;
     }
+}
+
+async fn annotate_ns(ns: &TestNamespace, key: &str, value: &str) {
+    Api::<Namespace>::all(ns.client.clone())
+        .patch(
+            &ns.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {key: value}}})),
+        )
+        .await
+        .unwrap();
 }
 
 async fn all_ready(instances: &Api<KuraInstance>, names: &[&str]) {
@@ -309,5 +316,85 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
         "no rollout failed: {all:?}"
     );
     let _ = f.classes.delete(&unserved, &Default::default()).await;
+    f.finish().await;
+}
+
+/// An instance whose pods never served (its image never gets Ready) takes an
+/// operator change at once, uncounted; once, when its progress deadline
+/// passed, its "failed" rollout halted every other instance's. Its failure
+/// says nothing about the change, so the fleet goes on.
+#[tokio::test]
+async fn an_instance_that_never_served_does_not_halt_the_fleet() {
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10s\n";
+    let f = Small::start("never-served", "4s", rollout).await;
+    f.annotate("sim.kura.dev/never-ready", "kura:broken").await;
+    f.create("z0", |b| {
+        b["spec"]["image"] = json!("registry.example/kura:broken")
+    })
+    .await;
+    let fleet = ["b00", "b01", "b02", "b03"];
+    for n in fleet {
+        f.create(n, |_| {}).await;
+    }
+    all_ready(&f.instances, &fleet).await;
+    let before = applied(&f.instances).await;
+    f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
+    // One at a time, 4 s each to be Ready: past z0's 10 s deadline (the
+    // shortest the configuration allows).
+    rolled(&f.instances, &fleet, &before, true).await;
+    let all = statuses(&f.instances).await;
+    assert!(
+        all.values()
+            .all(|(_, s)| !s.conditions.iter().any(|c| c.reason == "RolloutHalted")),
+        "nobody was halted: {all:?}"
+    );
+    f.finish().await;
+}
+
+/// An instance held by the budget once kept Ready=True while its workload was
+/// scaled to zero under it, and the scale was never repaired (the held plan
+/// left the StatefulSet out). What is live decides: a workload that no longer
+/// serves cannot be made less available, so it takes its change at once (the
+/// repair), and its status says it is not Ready.
+#[tokio::test]
+async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready() {
+    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10s\n";
+    let f = Small::start("held-scaled", "1s", rollout).await;
+    f.annotate("sim.kura.dev/never-ready", "\"320Mi\"").await;
+    let fleet = ["b00", "b01"];
+    for n in fleet {
+        f.create(n, |_| {}).await;
+    }
+    all_ready(&f.instances, &fleet).await;
+    // b00 is admitted and never gets Ready: the rollout halts, b01 is held.
+    f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
+    wait_for("b01 to be held", T, || async {
+        let s = f.instances.get("b01").await.ok()?.status?;
+        s.conditions
+            .iter()
+            .any(|c| {
+                c.type_ == "RolloutHeld" && c.status == kura_operator::api::ConditionStatus::True
+            })
+            .then_some(())
+    })
+    .await;
+    let sts: Api<StatefulSet> = f.ns.api();
+    sts.patch_scale(
+        "b01",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"replicas": 0}})),
+    )
+    .await
+    .unwrap();
+    wait_for("b01's workload repaired and b01 not Ready", T, || async {
+        let replicas = sts.get("b01").await.ok()?.spec?.replicas?;
+        let s = f.instances.get("b01").await.ok()?.status?;
+        let ready = s
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == kura_operator::api::ConditionStatus::True);
+        (replicas == 1 && !ready).then_some(())
+    })
+    .await;
     f.finish().await;
 }

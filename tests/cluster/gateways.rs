@@ -2,9 +2,11 @@
 //! kept by its own namespace only, its IngressClass cannot be claimed from
 //! another namespace, only gateways the operator created are collected (and not
 //! while anything still uses them), drift in its children is repaired as it
-//! happens, and deleting a namespace never waits for the operator.
+//! happens (a contested field at most three times a minute, then held and
+//! reported), and deleting a namespace never waits for the operator.
 
 mod collection;
+mod conflict;
 mod drift;
 mod migration;
 mod tenancy;

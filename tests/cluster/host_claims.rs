@@ -2,7 +2,9 @@
 //! watches: the instance that holds a host (serves it, or claimed it first)
 //! keeps it; any other instance asking for it gets nothing applied and nothing
 //! deleted, and reports `HostConflict` naming the field, the host and the
-//! holder. Deleting the holder hands the host to the next claimant at once.
+//! holder. Deleting the holder reserves its hosts for an instance of the same
+//! namespace and name (a recreation) for `--host-reservation`, then hands
+//! them to the next claimant.
 
 use std::time::Duration;
 
@@ -263,6 +265,9 @@ async fn a_host_is_served_to_one_instance_across_namespaces() {
         kubeconfig: Some(plane.kubeconfig()),
         all_namespaces: true,
         resync: Some("10m".into()),
+        // No reservation for a recreation: the handover itself is tested here
+        // (a_recreated_holder_keeps_its_host tests the reservation).
+        args: vec!["--host-reservation=0s".into()],
         ..Options::default()
     };
     let _op = Operator::start_with(
@@ -350,4 +355,197 @@ async fn a_host_is_served_to_one_instance_across_namespaces() {
     })
     .await;
     assert!(ingresses_for(&client, own).await.is_empty());
+}
+
+/// Polls `name` for `period`, failing as soon as it is not Ready (a holder
+/// that lost its host reports HostConflict).
+async fn stays_ready(instances: &Api<KuraInstance>, name: &str, period: Duration) {
+    let end = tokio::time::Instant::now() + period;
+    while tokio::time::Instant::now() < end {
+        let s = instances
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        let ready = s.conditions.iter().find(|c| c.type_ == "Ready");
+        assert!(
+            s.phase == Some(Phase::Ready),
+            "{name} stays Ready, got {:?}: {:?}",
+            s.phase,
+            ready.map(|c| (&c.reason, &c.message))
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Polls `name` for `period`, failing as soon as it is not in HostConflict.
+async fn stays_in_conflict(instances: &Api<KuraInstance>, name: &str, period: Duration) {
+    let end = tokio::time::Instant::now() + period;
+    while tokio::time::Instant::now() < end {
+        let s = instances
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        let ready = s.conditions.iter().find(|c| c.type_ == "Ready");
+        assert!(
+            ready.is_some_and(|c| c.reason == "HostConflict"),
+            "{name} keeps waiting, got {:?}: {:?}",
+            s.phase,
+            ready.map(|c| (&c.reason, &c.message))
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Issue 22.10: an Ingress labelled as the operator's, controlled by a paused
+/// instance older than the holder, and even applied under the operator's
+/// field manager name, is not a claim: the instance that served the host
+/// first keeps it, and the forger's instance, unpaused, waits.
+#[tokio::test]
+async fn a_labelled_ingress_is_not_a_claim() {
+    let ns = TestNamespace::new("claims-forged").await;
+    let classes = shared_class(&ns).await;
+    let _op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    let host = format!("shop.{}.test", ns.name);
+    // The forger's instance goes first by creation, paused so nothing is applied.
+    let mut forger = with_host("aaa", Some(&format!("own.{}.test", ns.name)), &[]);
+    forger["spec"]["paused"] = json!(true);
+    let forger = apply_json(&instances, "test", forger).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await; // creation times have whole seconds: a later one
+    apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
+        .await
+        .unwrap();
+    wait_ready(&instances, "holder").await;
+
+    let forged = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {
+            "name": "forged",
+            "labels": {"app.kubernetes.io/managed-by": "kura-operator", "kura.dev/instance": "aaa"},
+            "ownerReferences": [{"apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+                "name": "aaa", "uid": forger.metadata.uid.clone().unwrap(), "controller": true}],
+        },
+        "spec": {"ingressClassName": format!("shared-{}", ns.name), "rules": [{"host": host}]},
+    });
+    // Under the operator's own field manager name: names are the client's choice.
+    apply_json(&ns.api::<Ingress>(), "kura-operator", forged)
+        .await
+        .unwrap();
+    apply_json(&instances, "test", {
+        let mut forger = with_host("aaa", Some(&host), &[]);
+        forger["spec"]["paused"] = json!(true);
+        forger
+    })
+    .await
+    .unwrap();
+    stays_ready(&instances, "holder", Duration::from_secs(12)).await;
+
+    // Unpaused, the forger's instance asks for the host and waits.
+    apply_json(&instances, "test", with_host("aaa", Some(&host), &[]))
+        .await
+        .unwrap();
+    let message = host_conflict(&instances, "aaa").await;
+    assert_names(
+        &message,
+        &["spec.host", &host, &format!("{}/holder", ns.name)],
+    );
+    stays_ready(&instances, "holder", Duration::from_secs(6)).await;
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+/// Issue 22.11: a paused instance that serves nothing claims nothing: an
+/// older paused instance does not keep a younger one from a free host.
+#[tokio::test]
+async fn a_paused_instance_claims_no_new_host() {
+    let ns = TestNamespace::new("claims-paused").await;
+    let classes = shared_class(&ns).await;
+    let _op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    let host = format!("shop.{}.test", ns.name);
+    let mut squatter = with_host("squatter", Some(&host), &[]);
+    squatter["spec"]["paused"] = json!(true);
+    apply_json(&instances, "test", squatter).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await; // creation times have whole seconds: a later one
+    apply_json(&instances, "test", with_host("user", Some(&host), &[]))
+        .await
+        .unwrap();
+    wait_ready(&instances, "user").await;
+    assert_eq!(
+        ingresses_for(&ns.client, &host).await,
+        [format!("{}/user", ns.name)]
+    );
+    // Unpaused, the squatter waits: the host is served.
+    apply_json(&instances, "test", with_host("squatter", Some(&host), &[]))
+        .await
+        .unwrap();
+    let message = host_conflict(&instances, "squatter").await;
+    assert_names(&message, &[&host, &format!("{}/user", ns.name)]);
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+/// Issue 22.11: an owner that deletes and recreates its instance (immutable
+/// fields) keeps its hosts: they stay reserved for an instance of the same
+/// namespace and name for `--host-reservation` (5 minutes by default), and
+/// the instance waiting for them keeps waiting.
+#[tokio::test]
+async fn a_recreated_holder_keeps_its_host() {
+    let ns = TestNamespace::new("claims-recreate").await;
+    let classes = shared_class(&ns).await;
+    let _op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    let host = format!("shop.{}.test", ns.name);
+    apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
+        .await
+        .unwrap();
+    wait_ready(&instances, "holder").await;
+    apply_json(&instances, "test", with_host("next", Some(&host), &[]))
+        .await
+        .unwrap();
+    host_conflict(&instances, "next").await;
+
+    instances
+        .delete("holder", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the holder to be gone", T, || async {
+        instances
+            .get_opt("holder")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    stays_in_conflict(&instances, "next", Duration::from_secs(10)).await;
+    let message = host_conflict(&instances, "next").await;
+    assert_names(
+        &message,
+        &[&host, &format!("{}/holder", ns.name), "reserved"],
+    );
+
+    apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
+        .await
+        .unwrap();
+    wait_ready(&instances, "holder").await;
+    wait_for(
+        "the host served by the recreated holder alone",
+        T,
+        || async {
+            (ingresses_for(&ns.client, &host).await == [format!("{}/holder", ns.name)])
+                .then_some(())
+        },
+    )
+    .await;
+    stays_in_conflict(&instances, "next", Duration::from_secs(6)).await;
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
 }

@@ -723,6 +723,56 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         upgraded.elapsed().as_secs_f64()
     );
 
+    // A helm upgrade that rolls the operator's pods (a pod label): the new
+    // pod starts before the old one stops. With leader election (on by
+    // default) only the Lease holder writes, so the instance is never written
+    // by two processes: force tokens set all through the roll are applied by
+    // one pod, then by the other, never interleaved (the audit log's source
+    // IP of each write is the writing pod's).
+    let rolled_at = jiff::Timestamp::now();
+    let upgrade = {
+        let (plane_state, chart, ns) = (plane.kubeconfig(), chart.to_string(), ns.to_string());
+        tokio::task::spawn_blocking(move || {
+            must_succeed(
+                Command::new(crate::support::tool("helm"))
+                    .arg("--kubeconfig")
+                    .arg(plane_state)
+                    .args(["upgrade", "kura", &chart, "-n", &ns, "--reuse-values"])
+                    .args([
+                        "--set",
+                        "podLabels.rolled=once",
+                        "--wait",
+                        "--timeout",
+                        "120s",
+                    ]),
+            );
+        })
+    };
+    let mut tokens = 0;
+    while !upgrade.is_finished() {
+        tokens += 1;
+        force(&instances, &format!("2026-12-01T00:01:{:02}Z", tokens % 60)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await; // the pace of the tokens
+    }
+    upgrade.await.unwrap();
+    forced_and_acknowledged(&instances, "2026-12-01T00:01:59Z").await;
+    let writers = operator_writers_since(&plane, demo, rolled_at);
+    let switches = writers.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!(
+        "rolling helm upgrade: {tokens} force tokens, {} writes to {demo}, writers in order: {:?}",
+        writers.len(),
+        writers.iter().fold(Vec::<&String>::new(), |mut v, w| {
+            if v.last() != Some(&w) {
+                v.push(w);
+            }
+            v
+        })
+    );
+    assert!(
+        switches <= 1,
+        "one writer, then the other, never both: {switches} switches between writers"
+    );
+
     // Two replicas with leader election: the leader's pod deleted, the other
     // takes over and reconciles (the Lease names the holder's pod).
     helm_upgrade_set(&plane, &chart, ns, "replicas=2");
@@ -811,6 +861,47 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     );
 }
 
+/// The source IPs (one per pod) of the operator's writes in `namespace` since
+/// `since`, in the order the apiserver received them (from the plane's audit
+/// log; Events and Leases are left out).
+fn operator_writers_since(
+    plane: &PrivatePlane,
+    namespace: &str,
+    since: jiff::Timestamp,
+) -> Vec<String> {
+    let text = std::fs::read_to_string(plane.kubeconfig().with_file_name("audit.log")).unwrap();
+    let mut writes: Vec<(jiff::Timestamp, String)> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .filter(|e| e["objectRef"]["namespace"] == namespace)
+        .filter(|e| {
+            !matches!(
+                e["objectRef"]["resource"].as_str(),
+                Some("events" | "leases")
+            )
+        })
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete")
+            )
+        })
+        .filter(|e| {
+            e["user"]["username"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("system:serviceaccount:") && u.contains("kura"))
+        })
+        .filter_map(|e| {
+            let at = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+            let ip = e["sourceIPs"][0].as_str()?.to_string();
+            (at >= since).then_some((at, ip))
+        })
+        .collect();
+    writes.sort();
+    writes.into_iter().map(|(_, ip)| ip).collect()
+}
+
 /// helm against `plane`; it must succeed.
 fn helm(plane: &PrivatePlane, args: &[&str]) {
     must_succeed(
@@ -841,8 +932,8 @@ fn helm_upgrade_set(plane: &PrivatePlane, chart: &str, ns: &str, setting: &str) 
     );
 }
 
-/// Set the force annotation to `token`; the operator acknowledges it in status.
-async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
+/// Set the force annotation of `acme` to `token`.
+async fn force(instances: &Api<KuraInstance>, token: &str) {
     instances
         .patch(
             "acme",
@@ -853,6 +944,11 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
         )
         .await
         .unwrap();
+}
+
+/// Set the force annotation to `token`; the operator acknowledges it in status.
+async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
+    force(instances, token).await;
     wait_for(
         "the force re-apply to be acknowledged",
         Duration::from_secs(120),

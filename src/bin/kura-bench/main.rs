@@ -23,7 +23,8 @@
 //! Phases 1–6 run with `maxUnavailable: 100%`, so the budget paces none of
 //! their restarts and their ratios compare with runs from before it existed.
 //!
-//! Writes a JSON report and appends a markdown section to docs/benchmarks.md.
+//! Writes a JSON report to docs/bench/ and prints a markdown section (appended to
+//! a file only with `--markdown`).
 
 mod audit;
 mod budget;
@@ -74,7 +75,8 @@ pub struct Args {
     /// JSON report (default: docs/bench/scale-<date>-n<N>.json in the repository).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Markdown file the results are appended to (default: docs/benchmarks.md).
+    /// Markdown file the results are appended to (default: none; the section is
+    /// printed, and docs/benchmarks.md is edited by hand from it).
     #[arg(long)]
     pub markdown: Option<PathBuf>,
     /// Limit of each phase and each settling wait (default: 120 s + 0.5 s per

@@ -1,5 +1,5 @@
-//! The run's figures: a JSON file, and a markdown section appended to
-//! docs/benchmarks.md (and printed).
+//! The run's figures: a JSON file (docs/bench/, the run history) and a
+//! markdown section, printed, and appended to a file only with `--markdown`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -316,19 +316,25 @@ pub fn write(args: &Args, report: &Report) -> BenchResult<()> {
         .display()
         .to_string();
     let section = markdown(report, &shown);
-    let md = args
-        .markdown
-        .clone()
-        .unwrap_or_else(|| repo().join("docs/benchmarks.md"));
-    let mut text = std::fs::read_to_string(&md).unwrap_or_default();
-    text.push_str(&section);
-    std::fs::write(&md, text)?;
     println!("{section}");
-    eprintln!(
-        "kura-bench: wrote {} and appended to {}",
-        json.display(),
-        md.display()
-    );
+    // The run history is the JSON files; docs/benchmarks.md keeps the current
+    // figures, edited by hand from this section. Appending is asked for.
+    match &args.markdown {
+        Some(md) => {
+            let mut text = std::fs::read_to_string(md).unwrap_or_default();
+            text.push_str(&section);
+            std::fs::write(md, text)?;
+            eprintln!(
+                "kura-bench: wrote {} and appended to {}",
+                json.display(),
+                md.display()
+            );
+        }
+        None => eprintln!(
+            "kura-bench: wrote {} (docs/benchmarks.md keeps the current figures: fold the section above into it by hand)",
+            json.display()
+        ),
+    }
     Ok(())
 }
 

@@ -290,3 +290,55 @@ fn a_rejected_apply_backs_off_then_stalls_and_new_inputs_try_at_once() {
         Plan::Apply { .. }
     ));
 }
+
+/// An autoscaler (or `kubectl scale`) on the gateway's Deployment is taken
+/// back at most `MAX_TAKE_BACKS` times a window, then held and named, as an
+/// instance's StatefulSet is (issue 22, item 8).
+#[test]
+fn a_contested_field_is_held_once_the_windows_take_backs_are_spent() {
+    use crate::reconcile::plan::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
+    let d = desired();
+    let deployment = id(&d, ChildKind::Deployment);
+    let scaled = |take_backs: i64, since: &str| {
+        let mut o = converged(&d);
+        let live = o.children.get_mut(&deployment).unwrap();
+        live.owned_fields = Some("f2".into());
+        live.other_managers = vec!["hpa".into()];
+        o.status.conflict = Some(crate::api::ConflictStatus {
+            take_backs,
+            window_start: since.into(),
+            managers: vec!["hpa".into()],
+        });
+        o
+    };
+    let window_start = "2026-01-01T00:09:30Z";
+    // Take-backs left in the window: taken back.
+    let o = scaled(MAX_TAKE_BACKS - 1, window_start);
+    assert_eq!(
+        sent(&decide(&o, &d, Some("KuraInstance a"))),
+        [ChildKind::Deployment]
+    );
+    // Spent: held until the window ends, naming the other manager.
+    let o = scaled(MAX_TAKE_BACKS, window_start);
+    let end = crate::time::later(window_start.parse().unwrap(), CONFLICT_WINDOW);
+    assert_eq!(
+        decide(&o, &d, Some("KuraInstance a")),
+        Plan::ConflictHold {
+            at: end,
+            managers: vec!["hpa".into()]
+        }
+    );
+    // The window over: taken back again.
+    let o = scaled(MAX_TAKE_BACKS, "2026-01-01T00:09:00Z");
+    assert_eq!(
+        sent(&decide(&o, &d, Some("KuraInstance a"))),
+        [ChildKind::Deployment]
+    );
+    // Something else to send besides: it goes, the contested field with it.
+    let mut o = scaled(MAX_TAKE_BACKS, window_start);
+    o.children.remove(&id(&d, ChildKind::Service));
+    assert_eq!(
+        sent(&decide(&o, &d, Some("KuraInstance a"))),
+        [ChildKind::Deployment, ChildKind::Service]
+    );
+}

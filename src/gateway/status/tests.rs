@@ -167,3 +167,54 @@ fn a_move_to_the_gateways_field_manager_is_on_record() {
     assert!(events.iter().any(|e| e.reason == "FieldManagerMigrated"
         && e.note.as_deref().unwrap().contains("kura-operator-gateway")));
 }
+
+/// Each take-back is counted in the window and on record (an Event naming
+/// the other manager); from the second, a FieldConflict condition names it;
+/// a hold keeps everything else as it was.
+#[test]
+fn take_backs_are_counted_named_and_reported() {
+    use crate::api::conditions::FIELD_CONFLICT;
+    let d = desired();
+    let scale = "kubectl (scale subresource)".to_string();
+    let taken = ApplyReason::FieldDrift("Deployment ns/gw-acme".into(), vec![scale.clone()]);
+    let mut observed = Observed {
+        managed: true,
+        ..Default::default()
+    };
+    observed.status = compute_for(&observed, &d, &Outcome::Converged, Some("KuraInstance a"));
+    for n in 1..=3 {
+        let outcome = Outcome::Applied {
+            reasons: vec![taken.clone()],
+            sent: vec!["Deployment ns/gw-acme".into()],
+            released: vec![],
+            inventory: d.inventory(),
+        };
+        let s = compute_for(&observed, &d, &outcome, Some("KuraInstance a"));
+        let record = s.conflict.clone().unwrap();
+        assert_eq!(
+            (record.take_backs, &record.managers),
+            (n, &vec![scale.clone()])
+        );
+        assert_eq!(record.window_start, now().to_string());
+        let events = events_for(&observed.status, &s, &outcome);
+        assert!(
+            events.iter().any(|e| e.reason == "FieldConflict"
+                && e.note.as_deref().is_some_and(|n| n.contains(&scale))),
+            "a FieldConflict Event naming {scale} after take-back {n}"
+        );
+        assert_eq!(find(&s.conditions, FIELD_CONFLICT).is_some(), n >= 2);
+        assert_eq!(cond(&s, READY).status, ConditionStatus::True);
+        observed.status = s;
+    }
+    let message = cond(&observed.status, FIELD_CONFLICT).message.clone();
+    assert!(
+        message.contains(&scale) && message.contains("stand until"),
+        "{message}"
+    );
+    let hold = Outcome::ConflictHold {
+        managers: vec![scale.clone()],
+    };
+    let held = compute_for(&observed, &d, &hold, Some("KuraInstance a"));
+    assert_eq!(held, observed.status, "a hold changes nothing");
+    assert!(events_for(&observed.status, &held, &hold).is_empty());
+}

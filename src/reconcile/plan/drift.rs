@@ -114,6 +114,7 @@ pub fn op(object: &RenderedObject, live: Option<&LiveChild>) -> ApplyOp {
                 .map(|s| &s.ingress_class_name);
             l.ingress_class.is_some() && l.ingress_class.as_ref() != want
         }),
+        keep_live_template: false,
     }
 }
 

@@ -767,3 +767,39 @@ fn what_is_not_budgeted_or_goes_uncounted_is_never_held() {
     );
     assert!(!apply.iter().any(|op| op.id.kind.restarts_pods()));
 }
+
+/// A held workload whose fields another writer took (`kubectl scale`) is
+/// repaired at once, on the pod template it runs: sent with
+/// `keep_live_template`, so the held change restarts nothing.
+#[test]
+fn a_held_workload_whose_fields_were_taken_is_repaired_on_its_running_template() {
+    let old = desired("r1", "img:1");
+    let new = desired("r2", "img:1");
+    let mut o = converged(&old, Phase::Ready);
+    budgeted(&mut o, Some(Admission::Halted { failed: vec![] }));
+    let untouched = run(&o, &new);
+    assert!(
+        matches!(untouched, Plan::Held(_)),
+        "nothing taken: held whole, {untouched:?}"
+    );
+    let live = o.children.get_mut(&sts(&old)).unwrap();
+    live.owned_fields = Some("f2".into());
+    live.other_managers = vec!["kubectl (scale subresource)".into()];
+    let Plan::Apply {
+        apply,
+        held,
+        reasons,
+        ..
+    } = run(&o, &new)
+    else {
+        panic!("a repair is applied")
+    };
+    assert!(held.is_some());
+    let workload: Vec<&ApplyOp> = apply
+        .iter()
+        .filter(|op| op.id.kind.restarts_pods())
+        .collect();
+    assert_eq!(workload.len(), 1, "only the StatefulSet: {apply:?}");
+    assert!(workload[0].keep_live_template && workload[0].id.kind == ChildKind::StatefulSet);
+    assert!(reasons.iter().any(ApplyReason::is_contested), "{reasons:?}");
+}

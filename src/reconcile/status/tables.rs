@@ -579,6 +579,7 @@ fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
             created: Some(now()),
         },
         holder_serves: true,
+        reserved_until: None,
         also_served_here: false,
     }]));
     let (prev, s) = after(&conflict, None, None);

@@ -156,6 +156,8 @@ fn optional_objects_render_only_when_enabled() {
         "ConfigMap",
         "Service",
         "ClusterRole",
+        // Leader election is on by default: its Lease Role comes with it.
+        "Role",
     ] {
         assert!(
             defaults.contains(&kind.to_string()),
@@ -165,7 +167,6 @@ fn optional_objects_render_only_when_enabled() {
     for kind in [
         "ServiceMonitor",
         "PodDisruptionBudget",
-        "Role",
         "CustomResourceDefinition",
     ] {
         assert!(
@@ -173,6 +174,7 @@ fn optional_objects_render_only_when_enabled() {
             "{kind} rendered by default: {defaults:?}"
         );
     }
+    assert!(!kinds(&["--set", "leaderElection.enabled=false"]).contains(&"Role".into()));
     assert!(kinds(&["--set", "serviceMonitor.enabled=true"]).contains(&"ServiceMonitor".into()));
     assert!(kinds(&["--set", "replicas=2"]).contains(&"PodDisruptionBudget".into()));
     // The chart's CRDs come with `--include-crds` (helm install applies them).
