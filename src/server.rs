@@ -70,6 +70,12 @@ impl Probes {
 
     /// `Ok` when ready, otherwise why not.
     pub fn ready(&self) -> Result<(), String> {
+        self.ready_with(STATUS_FAILING_UNREADY)
+    }
+
+    /// [`Probes::ready`], unready once no status write has succeeded for
+    /// `status_unready_after`.
+    fn ready_with(&self, status_unready_after: std::time::Duration) -> Result<(), String> {
         if let Some(state) = self.config.get()
             && let FileState::Invalid(why) = &*state.borrow()
         {
@@ -81,7 +87,7 @@ impl Probes {
             return Err("caches not synced".into());
         }
         if let Some((failing, error)) = self.metrics.status_writes_failing()
-            && failing >= STATUS_FAILING_UNREADY
+            && failing >= status_unready_after
         {
             return Err(format!(
                 "no status write has succeeded for {}s: {error}",
@@ -156,6 +162,31 @@ mod tests {
         );
         tx.send_replace(FileState::Valid);
         assert_eq!(probes.ready(), Ok(()));
+    }
+
+    /// Status writes that keep failing make the operator unready (it cannot
+    /// report what it does), naming the error; one success ends it.
+    #[test]
+    fn no_status_write_succeeding_for_a_while_makes_the_operator_unready() {
+        let probes = Probes::default();
+        probes.set_synced();
+        let now = std::time::Duration::ZERO;
+        probes
+            .metrics
+            .status_write(Some(&kube::Error::Service("refused by a policy".into())));
+        assert_eq!(
+            probes.ready(),
+            Ok(()),
+            "not at once: {STATUS_FAILING_UNREADY:?}"
+        );
+        let unready = probes.ready_with(now).unwrap_err();
+        assert!(
+            unready.contains("no status write has succeeded")
+                && unready.contains("refused by a policy"),
+            "{unready}"
+        );
+        probes.metrics.status_write(None);
+        assert_eq!(probes.ready_with(now), Ok(()));
     }
 
     #[test]

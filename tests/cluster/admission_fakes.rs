@@ -101,7 +101,7 @@ pub fn deny(
     deny_if: &str,
     message: &str,
 ) -> Guard {
-    let name = format!("deny-{resources}-{namespace}");
+    let name = format!("deny-{}-{namespace}", resources.replace('/', "-"));
     // A DELETE has no `object`, only `oldObject`: the rule sees `request`.
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -137,3 +137,73 @@ async fn an_inventory_entry_of_another_namespace_is_never_read_and_is_reported()
     );
     s.finish().await;
 }
+
+/// A status write that fails (here an admission policy refuses every update
+/// of the instance's status) is reported where it can be: a Warning Event on
+/// the instance and the metric, and retried; once writes go through again,
+/// status catches up.
+#[tokio::test]
+async fn a_failing_status_write_is_an_event_and_a_metric_and_is_retried() {
+    let s = ready_instance("st-refused").await;
+    let policy = crate::admission_fakes::deny(
+        &s.ns.name,
+        "kura.dev",
+        "kurainstances/status",
+        &["UPDATE"],
+        "true",
+        "status writes refused by a test policy",
+    );
+    // A policy is enforced a moment after it is created: wait until it is.
+    wait_for("the policy to be enforced", T, || async {
+        let dry = PatchParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        s.instances
+            .patch_status(
+                "acme",
+                &dry,
+                &Patch::Merge(&json!({"status": {"endpoint": "x"}})),
+            )
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    set_image(&s.instances, "acme", "registry.example/kura:1.0.3").await;
+    let events: Api<Event> = s.ns.api();
+    wait_for(
+        "a StatusWriteFailed Event naming the refusal",
+        T,
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("StatusWriteFailed")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("refused by a test policy"))
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let failed =
+        s.op.metric("kura_status_writes_total{result=\"failed\"}")
+            .await
+            .unwrap_or(0.0);
+    assert!(failed >= 1.0, "the metric counts it: {failed}");
+    policy.lift();
+    wait_for("status to catch up once writes go through", T, || async {
+        let st = s.instances.get("acme").await.ok()?.status?;
+        (st.applied_image.as_deref() == Some("registry.example/kura:1.0.3")
+            && st.phase == Some(kura_operator::api::Phase::Ready))
+        .then_some(())
+    })
+    .await;
+    s.finish().await;
+}
