@@ -88,7 +88,7 @@ fn claims(c: &mut Criterion) {
     c.bench_function("claims/decide-among-1000", |b| {
         b.iter(|| {
             claims
-                .decide(black_box(&me), black_box(&config), black_box(now))
+                .claim(black_box(&me), black_box(&config), black_box(now))
                 .unwrap()
         })
     });

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale benchmark (src/bin/kura-bench): operator convergence against direct
+# The scale benchmark (crates/kura-bench): operator convergence against direct
 # server-side apply on the local control plane, then a fleet-wide configuration
 # change, an idle window and the memory and CPU time used, `kura-operator diff`,
 # and a change paced by the fleet budget (maxUnavailable 10%). Writes
@@ -20,6 +20,6 @@ if [ -z "${KUBECONFIG:-}" ]; then
   eval "$(scripts/control-plane.sh env)"
   kubectl apply --server-side -f crds/ >/dev/null
 fi
-cargo build --release --locked --bin kura-operator --bin kura-bench
+cargo build --release --locked -p kura-operator -p kura-bench
 target="${CARGO_TARGET_DIR:-$repo/target}"
 KURA_BENCH_COMMAND="scripts/bench-scale.sh${*:+ $*}" exec "$target/release/kura-bench" "$@"

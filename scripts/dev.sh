@@ -55,10 +55,10 @@ case "${1:-}" in
     $cp up
     eval "$($cp env)"
     cargo fmt --all -- --check
-    cargo clippy --all-targets --locked -- -D warnings
+    cargo clippy --workspace --all-targets --locked -- -D warnings
     go test -C hack/control-plane/hostjournal ./...  # the node's host journal and its undo
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
-    RUST_TEST_THREADS=4 cargo test --locked --all-targets
+    RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets
     ;;
   demo)
     exec scripts/demo.sh

@@ -35,8 +35,6 @@ pub struct Context {
     pub wake: tokio::sync::mpsc::UnboundedSender<
         kube::runtime::reflector::ObjectRef<crate::api::KuraInstance>,
     >,
-    /// The rollout budget's admissions not yet in the cache.
-    pub admissions: crate::memory::Admissions,
     /// What this process remembers per instance between reconciles.
     pub memory: Memory,
     /// The same, per gateway.

@@ -362,19 +362,7 @@ async fn reconcile_if_leading(
 
 /// Every reflector has listed once (what `/readyz` waits for).
 pub async fn caches_synced(stores: &Stores) {
-    let _ = futures::join!(
-        stores.instances.wait_until_ready(),
-        stores.gateways.wait_until_ready(),
-        stores.stateful_sets.wait_until_ready(),
-        stores.ingresses.wait_until_ready(),
-        stores.ingress_classes.wait_until_ready(),
-        stores.services.wait_until_ready(),
-        stores.config_maps.wait_until_ready(),
-        stores.service_accounts.wait_until_ready(),
-        stores.pod_disruption_budgets.wait_until_ready(),
-        stores.network_policies.wait_until_ready(),
-        stores.deployments.wait_until_ready(),
-    );
+    stores.synced().await
 }
 
 /// The instance controller. Returns when `shutdown` resolves. `reconcile_all`

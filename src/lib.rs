@@ -1,32 +1,27 @@
 //! kura-operator: reconciles Kura cache instances. The revision of an instance is
 //! the content hash of its rendered manifests (see docs/architecture.md).
+//!
+//! The pure layers (types, configuration, validation, rendering, the plan, the
+//! budget's and host claims' rules) are the `kura-core` crate, re-exported
+//! here under their own names; this crate reads the caches and memory, decides
+//! (`decide`), and does the I/O.
 
-pub mod api;
-pub mod cached_sts;
+pub use kura_core::{
+    api, cached_sts, compact, config, fields, keys, kind, names, render, retry, rollout, rules,
+    status_trust, time, validate,
+};
+
 pub mod claims;
-pub mod compact;
-pub mod config;
 pub mod config_watch;
 pub mod context;
 pub mod controller;
 pub mod diff;
-pub mod fields;
 pub mod gateway;
 pub mod gateway_controller;
-pub mod keys;
-pub mod kind;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
-pub mod names;
 pub mod reconcile;
-pub mod render;
-pub mod retry;
-pub mod rollout;
-pub mod rules;
 pub mod run;
 pub mod server;
-pub mod status_trust;
 pub mod stores;
-pub mod time;
-pub mod validate;

@@ -64,6 +64,10 @@ pub struct Record<S> {
     last_apply: Option<(String, Instant)>,
     /// Consecutive transient failures of one set of inputs.
     transient: Option<TransientStreak>,
+    /// This process admitted the instance to a rollout of the fleet budget,
+    /// and when; the cache may not show that status write yet
+    /// ([`Memory::take_slot`]).
+    admitted: Option<(crate::rollout::OrderKey, Instant)>,
 }
 
 impl<S> Default for Record<S> {
@@ -73,6 +77,7 @@ impl<S> Default for Record<S> {
             status_written_at: None,
             last_apply: None,
             transient: None,
+            admitted: None,
         }
     }
 }
@@ -242,21 +247,64 @@ impl<K: Remembered> Memory<K> {
     }
 }
 
-/// Admissions this process made whose records the cache may not show yet.
-/// Reconciles run concurrently: without this, several could see the same free
-/// slot in the cache and all take it. Decisions are made one at a time under
-/// its lock, counting these with the cache's. An entry ends when the cache
-/// shows the instance no longer waiting (admitted, counted from there,
-/// or already Ready again and cleared), or after a minute (its status
-/// write failed: the slot is given back).
-#[derive(Default)]
-pub struct Admissions {
-    pub(crate) pending: std::sync::Mutex<
-        std::collections::HashMap<String, (crate::rollout::OrderKey, std::time::Instant)>,
-    >,
+/// An admission to the fleet budget counts from this process's memory until
+/// the cache shows the instance no longer waiting (admitted, counted from
+/// there, or already Ready again and cleared), or for a minute at most (its
+/// status write failed: the slot is given back).
+pub const ADMISSION_PENDING_AT_MOST: Duration = Duration::from_secs(60);
+
+impl Memory<KuraInstance> {
+    /// The admissions this process made that the cache does not show yet
+    /// (`still_waiting(uid)`: the cache shows that instance waiting); the
+    /// others are forgotten. Reconciles run concurrently: without these,
+    /// several could see the same free slot in the cache and all take it.
+    pub fn pending_admissions(
+        &self,
+        still_waiting: impl Fn(&str) -> bool,
+    ) -> Vec<crate::rollout::OrderKey> {
+        let mut records = self.records.lock().unwrap();
+        pending_in(&mut records, &still_waiting)
+    }
+
+    /// Takes a slot of the budget for `instance` if `decide`, given the
+    /// pending admissions, admits it (counted): one decision at a time, under
+    /// the memory's lock, so that two reconciles never take one slot.
+    pub fn take_slot(
+        &self,
+        instance: &KuraInstance,
+        key: crate::rollout::OrderKey,
+        still_waiting: impl Fn(&str) -> bool,
+        decide: impl FnOnce(&[crate::rollout::OrderKey]) -> crate::rollout::Admission,
+    ) -> crate::rollout::Admission {
+        let mut records = self.records.lock().unwrap();
+        let pending = pending_in(&mut records, &still_waiting);
+        let admission = decide(&pending);
+        if admission == (crate::rollout::Admission::Admit { counted: true })
+            && let Some(uid) = &instance.metadata.uid
+        {
+            records.entry(uid.clone()).or_default().admitted = Some((key, Instant::now()));
+        }
+        admission
+    }
 }
 
-pub(crate) const PENDING_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
+fn pending_in<S>(
+    records: &mut HashMap<String, Record<S>>,
+    still_waiting: &impl Fn(&str) -> bool,
+) -> Vec<crate::rollout::OrderKey> {
+    let mut pending = Vec::new();
+    for (uid, record) in records.iter_mut() {
+        let Some((key, at)) = &record.admitted else {
+            continue;
+        };
+        if at.elapsed() < ADMISSION_PENDING_AT_MOST && still_waiting(uid) {
+            pending.push(key.clone());
+        } else {
+            record.admitted = None;
+        }
+    }
+    pending
+}
 
 #[cfg(test)]
 mod tests {

@@ -309,11 +309,8 @@ impl Drop for ReconcileTimer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::reconcile::plan::ApplyReason;
-    use crate::reconcile::prune::PruneOutcome;
-    use crate::reconcile::status::Outcome;
 
     fn instance(status: serde_json::Value) -> Arc<KuraInstance> {
         Arc::new(
@@ -327,7 +324,7 @@ mod tests {
         )
     }
 
-    fn value(text: &str, series: &str) -> Option<f64> {
+    pub(crate) fn value(text: &str, series: &str) -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
@@ -369,38 +366,5 @@ mod tests {
         assert_eq!(value(&text, &format!("{reloads}\"invalid\"}}")), Some(1.0));
         m.set_config_valid(false);
         assert_eq!(value(&m.encode(&[]), "kura_config_valid"), Some(0.0));
-    }
-
-    #[test]
-    fn outcomes_reasons_and_pruned_objects_are_counted() {
-        let m = Metrics::default();
-        m.record(
-            &Outcome::Applied {
-                reasons: vec![ApplyReason::Forced, ApplyReason::ChildMissing("cm".into())],
-                inventory: vec![],
-                sent: vec![],
-                pruned: PruneOutcome {
-                    deleted: vec!["a".into(), "b".into()],
-                    ..PruneOutcome::default()
-                },
-                streak: None,
-                held: None,
-            },
-            None,
-        );
-        m.record(&Outcome::Converged, None);
-        m.record_error("status");
-        let text = m.encode(&[]);
-        for (series, expected) in [
-            ("kura_reconciles_total{result=\"applied\"}", 1.0),
-            ("kura_reconciles_total{result=\"converged\"}", 1.0),
-            ("kura_reconciles_total{result=\"status\"}", 1.0),
-            ("kura_applies_total{reason=\"forced\"}", 1.0),
-            ("kura_applies_total{reason=\"missing\"}", 1.0),
-            ("kura_objects_pruned_total", 2.0),
-            ("kura_leader", 0.0),
-        ] {
-            assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
-        }
     }
 }

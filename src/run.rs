@@ -194,7 +194,6 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leader: leader_rx.clone(),
         faults: Faults::from_env(),
         wake: wake_tx,
-        admissions: Default::default(),
         memory: Default::default(),
         gateway_memory: Default::default(),
     });

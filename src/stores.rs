@@ -64,35 +64,34 @@ impl Stores {
 
     /// Metadata of `id` from its cache, being deleted or not.
     fn any_meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
-        match id.kind {
-            ChildKind::StatefulSet => self.stateful_sets.get(&key(id)).map(|o| o.metadata.clone()),
-            ChildKind::Deployment => self.deployments.get(&key(id)).map(|o| o.metadata.clone()),
-            ChildKind::Ingress => self.ingresses.get(&key(id)).map(|o| o.metadata.clone()),
-            ChildKind::IngressClass => self
-                .ingress_classes
-                .get(&key(id))
-                .map(|o| o.metadata.clone()),
-            ChildKind::NetworkPolicy => self
-                .network_policies
-                .get(&key(id))
-                .map(|o| o.metadata.clone()),
-            ChildKind::PodDisruptionBudget => self
-                .pod_disruption_budgets
-                .get(&key(id))
-                .map(|o| o.metadata.clone()),
-            ChildKind::Service => self.services.get(&key(id)).map(|o| o.metadata.clone()),
-            ChildKind::ConfigMap => self.config_maps.get(&key(id)).map(|o| o.metadata.clone()),
-            ChildKind::ServiceAccount => self
-                .service_accounts
-                .get(&key(id))
-                .map(|o| o.metadata.clone()),
-            ChildKind::KuraGateway => self.gateways.get(&key(id)).map(|o| o.metadata.clone()),
+        self.of(id.kind).meta(id)
+    }
+
+    /// The cache of `kind`: the one place that matches a kind to its store.
+    pub fn of(&self, kind: ChildKind) -> &dyn KindStore {
+        match kind {
+            ChildKind::StatefulSet => &self.stateful_sets,
+            ChildKind::Deployment => &self.deployments,
+            ChildKind::Ingress => &self.ingresses,
+            ChildKind::IngressClass => &self.ingress_classes,
+            ChildKind::NetworkPolicy => &self.network_policies,
+            ChildKind::PodDisruptionBudget => &self.pod_disruption_budgets,
+            ChildKind::Service => &self.services,
+            ChildKind::ConfigMap => &self.config_maps,
+            ChildKind::ServiceAccount => &self.service_accounts,
+            ChildKind::KuraGateway => &self.gateways,
         }
     }
 
-    /// Every cached object labelled as the instance `name`'s in `namespace`,
-    /// whatever the inventory says: what an interrupted apply created is found
-    /// here. (Ownership is for `observe::owner` to judge, not the label.)
+    /// Every cache has listed its kind once (the instances' included).
+    pub async fn synced(&self) {
+        let children = ChildKind::ALL.map(|kind| self.of(kind).ready());
+        let _ = futures::join!(
+            self.instances.wait_until_ready(),
+            futures::future::join_all(children)
+        );
+    }
+
     pub fn labelled_as(&self, namespace: &str, name: &str) -> Vec<ObjectId> {
         self.labelled.of(namespace, name)
     }
@@ -100,14 +99,9 @@ impl Stores {
     /// Index every labelled child anew, from the stores as they are (`diff`
     /// fills its stores from lists, not watches).
     pub fn index_labels(&self) {
-        let l = &self.labelled;
-        l.reset(ChildKind::StatefulSet, &self.stateful_sets);
-        l.reset(ChildKind::Ingress, &self.ingresses);
-        l.reset(ChildKind::Service, &self.services);
-        l.reset(ChildKind::ConfigMap, &self.config_maps);
-        l.reset(ChildKind::ServiceAccount, &self.service_accounts);
-        l.reset(ChildKind::PodDisruptionBudget, &self.pod_disruption_budgets);
-        l.reset(ChildKind::NetworkPolicy, &self.network_policies);
+        for kind in ChildKind::ALL.into_iter().filter(|k| k.watched_by_label()) {
+            self.of(kind).index_labels(kind, &self.labelled);
+        }
     }
 
     /// The `data` claim template of the instance's live StatefulSet.
@@ -150,5 +144,34 @@ impl Stores {
 
     pub fn ingress_class(&self, name: &str) -> Option<std::sync::Arc<IngressClass>> {
         self.ingress_classes.get(&ObjectRef::new(name))
+    }
+}
+
+/// A cache of one kind, whatever the type it holds.
+pub trait KindStore: Sync {
+    /// The metadata of the object `id`, deleted or not.
+    fn meta(&self, id: &ObjectId) -> Option<ObjectMeta>;
+    /// Resolves once the cache has listed its kind.
+    fn ready(&self) -> futures::future::BoxFuture<'_, ()>;
+    /// Indexes every object by the instance label it carries.
+    fn index_labels(&self, kind: ChildKind, labelled: &Labelled);
+}
+
+impl<K> KindStore for Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    fn meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
+        self.get(&key(id)).map(|o| o.meta().clone())
+    }
+
+    fn ready(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = self.wait_until_ready().await;
+        })
+    }
+
+    fn index_labels(&self, kind: ChildKind, labelled: &Labelled) {
+        labelled.reset(kind, self);
     }
 }

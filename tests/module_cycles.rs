@@ -1,7 +1,7 @@
 //! The library's modules import one another without a cycle.
 //!
-//! Reads the library crate's source from `src/lib.rs` down through its `mod`
-//! declarations (files and inline modules; `src/main.rs` and `src/bin/` are other
+//! Reads each library crate's source (the operator's `src/lib.rs`, the core's
+//! `crates/kura-core/src/lib.rs`) down through its `mod` declarations (files and inline modules; `src/main.rs` and `src/bin/` are other
 //! crates), and collects every path into the crate: `crate::…`, `super::…` and
 //! `self::…` anywhere in code (comments, doc links and string literals aside),
 //! `use` trees with their braces, and `use child::…` of a module declared in the
@@ -24,8 +24,11 @@
 //!   `mod x { … }`), so siblings such as `reconcile::plan` and `reconcile::status`
 //!   are layered too; the cycles not broken yet are listed in [`KNOWN`].
 //!
-//! Test code (an item under `#[cfg(test)]`: a `mod tests`, a `use`) is left out:
-//! like a dev-dependency, a test may use a module above the one it tests.
+//! - `top_level_modules_form_no_cycle_with_their_tests`: the same, test code
+//!   (an item under `#[cfg(test)]`: a `mod tests`, a `use`) included.
+//!
+//! Between submodules, test code is left out: a table test of `status` may use
+//! `plan`'s fixtures.
 //!
 //! Plain `std`: a tokenizer that knows comments, strings, chars and lifetimes is
 //! all the parsing this needs.
@@ -34,9 +37,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// The crates read: the operator, and the core crate under it (which cannot
+/// import the operator at all: the compiler checks that layer).
+const OPERATOR: &str = "src/lib.rs";
+const CORE: &str = "crates/kura-core/src/lib.rs";
+
 #[test]
 fn top_level_modules_form_no_cycle() {
-    check(Some(1), &[]);
+    check(OPERATOR, Some(1), &[], false);
+    check(CORE, Some(1), &[], false);
+}
+
+/// Tests included: a unit test lives beside its module, so what it uses is
+/// that module's layer too (a test that needs a module above belongs there).
+#[test]
+fn top_level_modules_form_no_cycle_with_their_tests() {
+    check(OPERATOR, Some(1), &[], true);
+    check(CORE, Some(1), &[], true);
 }
 
 /// The cycles between submodules not broken yet, each as the test prints it.
@@ -56,11 +73,12 @@ const KNOWN: &[&[&str]] = &[
 
 #[test]
 fn modules_form_no_new_cycle() {
-    check(None, KNOWN);
+    check(OPERATOR, None, &[], false);
+    check(CORE, None, KNOWN, false);
 }
 
-fn check(depth: Option<usize>, known: &[&[&str]]) {
-    let crate_ = Crate::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"));
+fn check(root: &str, depth: Option<usize>, known: &[&[&str]], tests: bool) {
+    let crate_ = Crate::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join(root), tests);
     assert!(
         crate_.modules.len() > 20 && crate_.uses.len() > 100,
         "the reader found only {} modules and {} paths: it no longer reads this crate",
@@ -122,13 +140,16 @@ struct Crate {
     /// Every path into the crate: the module it is written in, the path's
     /// segments resolved from the crate root, and where it is (`file:line`).
     uses: Vec<(Module, Vec<String>, String)>,
+    /// Whether test code (`#[cfg(test)]`) is read too.
+    tests: bool,
 }
 
 impl Crate {
-    fn read(root: &Path) -> Crate {
+    fn read(root: &Path, tests: bool) -> Crate {
         let mut crate_ = Crate {
             modules: BTreeMap::new(),
             uses: Vec::new(),
+            tests,
         };
         crate_.read_file(root, Vec::new(), root.parent().unwrap().to_path_buf());
         crate_
@@ -175,7 +196,7 @@ impl Crate {
         while i < tokens.len() {
             let t = &tokens[i];
             let next = |k: usize| tokens.get(i + k).map_or("", |t| t.text.as_str());
-            if matches!(t.text.as_str(), "mod" | "use") && cfg_test(&tokens[..i]) {
+            if !self.tests && matches!(t.text.as_str(), "mod" | "use") && cfg_test(&tokens[..i]) {
                 // Test code: skip the module or the `use`.
                 let end = (i..tokens.len())
                     .find(|&j| matches!(tokens[j].text.as_str(), ";" | "{"))

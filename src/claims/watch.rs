@@ -11,10 +11,10 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use super::index::{Index, Wake};
-use super::{Claimant, Conflict, HostInputs, check, hosts};
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
+use kura_core::claims::index::{Index, Wake};
+use kura_core::claims::{Claimant, Conflict, HostInputs, check, hosts};
 
 pub struct Claims {
     index: Mutex<Index>,
@@ -74,13 +74,36 @@ impl Claims {
     }
 
     /// Whether `instance` (valid under `config`) holds every host it asks
-    /// for; if it does, they are granted to it at once, so that an instance
-    /// reconciled meanwhile sees them held before the caches show its Ingresses.
-    pub fn decide(
+    /// for. Read-only: the decision asks this; [`Claims::claim`] takes them.
+    pub fn check(
         &self,
         instance: &KuraInstance,
         config: &OperatorConfig,
         now: Timestamp,
+    ) -> Result<(), Conflict> {
+        self.judge(instance, config, now, false)
+    }
+
+    /// Checks again and, if `instance` holds every host it asks for, grants
+    /// them to it in this process, in one step under the index's lock: called
+    /// right before its objects are applied, so that an instance reconciled
+    /// meanwhile sees them held before the caches show its Ingresses, and two
+    /// instances never both take a host.
+    pub fn claim(
+        &self,
+        instance: &KuraInstance,
+        config: &OperatorConfig,
+        now: Timestamp,
+    ) -> Result<(), Conflict> {
+        self.judge(instance, config, now, true)
+    }
+
+    fn judge(
+        &self,
+        instance: &KuraInstance,
+        config: &OperatorConfig,
+        now: Timestamp,
+        grant: bool,
     ) -> Result<(), Conflict> {
         let Some(me) = Claimant::of(instance) else {
             return Ok(());
@@ -94,7 +117,9 @@ impl Claims {
         let mut index = self.index.lock().unwrap();
         index.set_config(config);
         check(&me, &wanted, &index.standings(&names), now)?;
-        index.grant(&me, &names, now);
+        if grant {
+            index.grant(&me, &names, now);
+        }
         Ok(())
     }
 

@@ -86,7 +86,13 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
         selector: args.selector,
     };
     let instances = read::instances(&client, &scope).await?;
-    let live = read::live(&client, &scope, &instances, args.show_diff).await?;
+    // The operator decides over everything it watches: the fleet budget
+    // counts every instance, host claims every instance's Ingresses. So the
+    // caches are the whole cluster's, whatever is shown.
+    let fleet_scope = read::fleet_scope(&client, &scope).await?;
+    let fleet = read::instances(&client, &fleet_scope).await?;
+    let live = read::live(&client, &fleet_scope, &fleet, args.show_diff).await?;
+    drop(fleet);
     let mut diffs: Vec<_> = instances
         .iter()
         .map(|i| diff_instance(i, &config, &live, args.show_diff))

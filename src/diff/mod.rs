@@ -1,9 +1,8 @@
 //! `kura-operator diff`: what this binary, under a given configuration, would
 //! write to the live cluster, instance by instance, before it does. The
-//! decision is the operator's own: the same validate → pin storage → render →
-//! observe → plan (`plan::intent`, the plan without its waits) over the same
-//! kind of caches (`live`), filled from one list per kind. Read-only: `read`
-//! only gets and lists.
+//! decision is the operator's own (`crate::reconcile::decide`, in `Mode::Preview`: the
+//! plan without its waits) over the same kind of caches (`live`), filled from
+//! one list per kind. Read-only: `read` only gets and lists.
 //!
 //! The core here is pure; `read` is the I/O, `command` the wiring, `report`
 //! the output.
@@ -20,11 +19,12 @@ use serde::Serialize;
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
 use crate::kind::ChildKind;
-use crate::reconcile::plan::{self, ApplyOp, ApplyReason, Plan};
+use crate::memory::Memory;
+use crate::reconcile::decide::{Decision, Inputs, Mode, Valid, Verdict, decide};
+use crate::reconcile::plan::{ApplyOp, ApplyReason, Observed, Plan, RetryPolicy};
 use crate::reconcile::prune::{gateway_user, kept_by_metadata};
-use crate::reconcile::{budget, observe, storage};
-use crate::render::{Desired, ObjectId, render};
-use crate::validate::validate;
+use crate::render::{Desired, ObjectId};
+use crate::rollout::Admission;
 
 pub use live::{Live, LiveBuilder};
 
@@ -177,96 +177,98 @@ impl InstanceDiff {
 }
 
 /// What the operator, with this binary and `config`, would do for `instance`
-/// given the `live` state: exactly its reconcile's decision, without the waits.
+/// given the `live` state: its reconcile's decision (`crate::reconcile::decide`), without
+/// the waits.
 pub fn diff_instance(
     instance: &KuraInstance,
     config: &OperatorConfig,
     live: &Live,
     show_diff: bool,
 ) -> InstanceDiff {
-    let namespace = instance.metadata.namespace.clone().unwrap_or_default();
-    let name = instance.metadata.name.clone().unwrap_or_default();
-    let uid = instance.metadata.uid.clone().unwrap_or_default();
-    let mut validated = validate(instance, config);
-    let storage_pending = validated.as_mut().ok().and_then(|v| {
-        let claim = live.stores.live_claim(&v.namespace, &v.name);
-        storage::pin(v, claim.as_ref())
-    });
-    // A host another instance holds: nothing would be applied (claims.rs),
-    // as in the operator, which does not check a paused instance either, and
-    // where an invalid one asks for no host.
-    let host_conflict = match &validated {
-        Ok(_) if !instance.spec.paused => live
-            .stores
-            .claims
-            .decide(instance, config, jiff::Timestamp::now())
-            .err(),
-        Ok(_) => None,
-        Err(_) => {
-            live.stores.claims.stand_down(instance);
-            None
-        }
-    };
-    let desired = validated.as_ref().ok().map(|v| render(v, config));
-    let observed = observe::observe(
+    let now = jiff::Timestamp::now();
+    let decision = decide(&Inputs {
         instance,
-        instance.status.clone(),
-        desired.as_ref(),
-        &live.stores,
-    );
-    let intended = plan::intent(
-        &observed,
-        desired
-            .as_ref()
-            .ok_or_else(|| validated.as_ref().expect_err("no render without errors")),
-    );
+        config,
+        stores: &live.stores,
+        status: instance.status.clone(),
+        recently_applied: None,
+        memory: &Memory::default(),
+        policy: &RetryPolicy::default(),
+        now,
+        mode: Mode::Preview,
+    });
     let mut out = InstanceDiff {
-        namespace,
-        name,
+        namespace: instance.metadata.namespace.clone().unwrap_or_default(),
+        name: instance.metadata.name.clone().unwrap_or_default(),
         state: State::Unchanged,
-        applied_revision: observed.status.applied_revision.clone(),
-        desired_revision: desired.as_ref().map(|d| d.revision.clone()),
+        applied_revision: decision.observed.status.applied_revision.clone(),
+        desired_revision: decision.revision().map(str::to_string),
         reasons: Vec::new(),
         objects: Vec::new(),
         pod_restart: false,
         waits_for_budget: false,
         problems: Vec::new(),
         kept: Vec::new(),
-        storage_pending: storage_pending.map(|p| p.to_string()),
+        storage_pending: decision.pending_storage.as_ref().map(|p| p.to_string()),
     };
-    match intended {
-        Plan::Apply { .. } | Plan::Converged if host_conflict.is_some() => {
-            out.state = State::HostConflict;
-            out.problems = host_conflict
-                .iter()
-                .flat_map(|c| c.0.iter())
-                .map(|lost| Problem {
-                    field: None,
-                    message: lost.to_string(),
-                })
-                .collect();
-        }
-        Plan::Invalid(errors) => {
+    match &decision.verdict {
+        Verdict::Invalid(errors) => {
+            // As the operator does: input nobody can apply asks for no host.
+            live.stores.claims.stand_down(instance);
             out.state = State::Invalid;
             out.problems = errors
                 .0
-                .into_iter()
+                .iter()
                 .map(|e| Problem {
-                    field: Some(e.path),
-                    message: e.message,
+                    field: Some(e.path.clone()),
+                    message: e.message.clone(),
                 })
                 .collect();
         }
+        Verdict::Valid(valid) => report_valid(
+            &mut out, instance, &decision, valid, config, live, show_diff, now,
+        ),
+    }
+    out.settle();
+    out
+}
+
+/// The report of a valid instance's decision.
+#[allow(clippy::too_many_arguments)]
+fn report_valid(
+    out: &mut InstanceDiff,
+    instance: &KuraInstance,
+    decision: &Decision,
+    valid: &Valid,
+    config: &OperatorConfig,
+    live: &Live,
+    show_diff: bool,
+    now: jiff::Timestamp,
+) {
+    let problems = |messages: &[String]| -> Vec<Problem> {
+        messages
+            .iter()
+            .map(|message| Problem {
+                field: None,
+                message: message.clone(),
+            })
+            .collect()
+    };
+    if let Some(conflict) = &valid.host_conflict {
+        out.state = State::HostConflict;
+        let lost: Vec<String> = conflict.0.iter().map(ToString::to_string).collect();
+        out.problems = problems(&lost);
+        return;
+    }
+    match &valid.plan {
         Plan::Paused => out.state = State::Paused,
         Plan::NameConflict(conflicts) => {
             out.state = State::NameConflict;
-            out.problems = conflicts
-                .into_iter()
-                .map(|message| Problem {
-                    field: None,
-                    message,
-                })
-                .collect();
+            out.problems = problems(conflicts);
+        }
+        Plan::ChildTerminating(objects) => {
+            out.state = State::ChildTerminating;
+            out.problems = problems(objects);
         }
         Plan::Apply {
             reasons,
@@ -274,83 +276,93 @@ pub fn diff_instance(
             prune,
             ..
         } => {
-            let desired = desired
-                .as_ref()
-                .expect("Apply is planned for a valid instance");
-            out.pod_restart = pods_restart(&apply, &reasons, desired, live);
-            // As the operator decides: only an instance whose pods all serve
-            // is paced (`rollout::admit`), read from its StatefulSet.
-            out.waits_for_budget = out.pod_restart
-                && budget::budgeted(&observed, desired)
-                && !budget::out_of_rollouts(instance)
-                && live.stores.serving(instance);
-            out.objects = apply
-                .iter()
-                .map(|op| ObjectChange {
-                    action: if op.create {
-                        Action::Create
-                    } else {
-                        Action::Update
-                    },
-                    kind: op.id.kind,
-                    namespace: op.id.namespace.clone(),
-                    name: op.id.name.clone(),
-                    why: why(op, &reasons),
-                    diff: None,
-                })
-                .collect();
-            for id in prune {
-                // Not in the lists (every gateway, every other object labelled
-                // as the operator's): gone, or no longer labelled, so kept.
-                let Some(meta) = live.stores.meta(&id) else {
-                    continue;
-                };
-                match kept_by_metadata(&meta, &id, &uid, &out.name) {
-                    Some(why) => out.kept.push(format!("{id}: {why}")),
-                    None => out.objects.push(ObjectChange {
-                        action: Action::Prune,
-                        kind: id.kind,
-                        namespace: id.namespace.clone(),
-                        name: id.name.clone(),
-                        why: "no longer desired".into(),
-                        diff: None,
-                    }),
-                }
-            }
+            // As the operator's apply does, before it writes: the hosts are
+            // its from now on, for the instances previewed after it.
+            let _ = live.stores.claims.claim(instance, config, now);
+            out.pod_restart = pods_restart(apply, reasons, &valid.desired, live);
+            out.waits_for_budget = out.pod_restart && waits_for_budget(&decision.observed);
+            out.objects = apply.iter().map(|op| written(op, reasons)).collect();
+            let uid = instance.metadata.uid.clone().unwrap_or_default();
+            pruned(out, prune, &uid, live);
             out.reasons = reasons.iter().map(ToString::to_string).collect();
             if show_diff {
-                for change in &mut out.objects {
-                    let id = change.id();
-                    let want = desired.objects.iter().find(|o| o.id == id);
-                    change.diff = Some(show::unified(
-                        &id,
-                        live.owned.get(&id).map(String::as_str),
-                        want.map(|o| o.body()).as_ref(),
-                    ));
-                }
+                show_diffs(out, &valid.desired, live);
             }
         }
-        Plan::ChildTerminating(objects) => {
-            out.state = State::ChildTerminating;
-            out.problems = objects
-                .into_iter()
-                .map(|message| Problem {
-                    field: None,
-                    message,
-                })
-                .collect();
-        }
-        Plan::Converged => {}
-        // `intent` never waits, nor asks the budget.
-        Plan::Backoff { .. }
+        // `Mode::Preview` never waits; an invalid instance has no `Valid`.
+        Plan::Invalid(_)
+        | Plan::Converged
+        | Plan::Backoff { .. }
         | Plan::Stalled { .. }
         | Plan::ConflictHold { .. }
         | Plan::Settling
         | Plan::Admit
         | Plan::Held(_) => {}
     }
-    out.settle();
-    out
+}
+
+/// The budget paces this restart: the operator admits it when its turn comes
+/// (now, if a slot is free), or holds it, as the decision's budget view says
+/// for the fleet the caches hold.
+fn waits_for_budget(observed: &Observed) -> bool {
+    observed.budget.budgeted
+        && matches!(
+            observed.budget.admission,
+            Some(
+                Admission::Admit { counted: true }
+                    | Admission::Wait { .. }
+                    | Admission::Halted { .. }
+            )
+        )
+}
+
+fn written(op: &ApplyOp, reasons: &[ApplyReason]) -> ObjectChange {
+    ObjectChange {
+        action: if op.create {
+            Action::Create
+        } else {
+            Action::Update
+        },
+        kind: op.id.kind,
+        namespace: op.id.namespace.clone(),
+        name: op.id.name.clone(),
+        why: why(op, reasons),
+        diff: None,
+    }
+}
+
+/// The stale objects the operator would delete, and those it keeps (with why).
+fn pruned(out: &mut InstanceDiff, prune: &[ObjectId], uid: &str, live: &Live) {
+    for id in prune {
+        // Not in the lists (every gateway, every other object labelled
+        // as the operator's): gone, or no longer labelled, so kept.
+        let Some(meta) = live.stores.meta(id) else {
+            continue;
+        };
+        match kept_by_metadata(&meta, id, uid, &out.name) {
+            Some(why) => out.kept.push(format!("{id}: {why}")),
+            None => out.objects.push(ObjectChange {
+                action: Action::Prune,
+                kind: id.kind,
+                namespace: id.namespace.clone(),
+                name: id.name.clone(),
+                why: "no longer desired".into(),
+                diff: None,
+            }),
+        }
+    }
+}
+
+fn show_diffs(out: &mut InstanceDiff, desired: &Desired, live: &Live) {
+    for change in &mut out.objects {
+        let id = change.id();
+        let want = desired.objects.iter().find(|o| o.id == id);
+        change.diff = Some(show::unified(
+            &id,
+            live.owned.get(&id).map(String::as_str),
+            want.map(|o| o.body()).as_ref(),
+        ));
+    }
 }
 
 /// The StatefulSet is sent and its pod template changes: a new template hash,

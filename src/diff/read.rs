@@ -25,20 +25,6 @@ const PAGE: u32 = 200;
 /// The key of the chart's ConfigMap (charts/kura-operator/templates/configmap.yaml).
 pub const CONFIG_MAP_KEY: &str = "config.yaml";
 
-/// The kinds a reconcile of an instance observes (`reconcile::stores`), and
-/// whether it watches them by the operator's label. Gateways are watched
-/// whoever labelled them: ownership, not the label, decides.
-const KINDS: [(ChildKind, bool); 8] = [
-    (ChildKind::StatefulSet, true),
-    (ChildKind::Ingress, true),
-    (ChildKind::Service, true),
-    (ChildKind::ConfigMap, true),
-    (ChildKind::ServiceAccount, true),
-    (ChildKind::PodDisruptionBudget, true),
-    (ChildKind::NetworkPolicy, true),
-    (ChildKind::KuraGateway, false),
-];
-
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error("list {what}: {}", said(source))]
@@ -106,6 +92,37 @@ pub async fn instances(client: &Client, scope: &Scope) -> Result<Vec<KuraInstanc
     Ok(out)
 }
 
+/// Where to read the caches from for instances shown in `scope`: the whole
+/// cluster (every namespace, no selector), as the operator watches it. If
+/// the user may not list instances cluster-wide, the namespace shown, said on
+/// stderr: the budget and host claims are then that namespace's alone, and
+/// an instance may be shown to go where the operator holds it.
+pub async fn fleet_scope(client: &Client, scope: &Scope) -> Result<Scope, ReadError> {
+    let everywhere = Scope {
+        namespace: None,
+        selector: None,
+    };
+    let api: Api<KuraInstance> = Api::all(client.clone());
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(everywhere),
+        Err(kube::Error::Api(s)) if s.code == 403 && scope.namespace.is_some() => {
+            eprintln!(
+                "note: may not list kurainstances in all namespaces ({}): the fleet budget and host claims are previewed over {} only",
+                s.message,
+                scope.shown()
+            );
+            Ok(Scope {
+                namespace: scope.namespace.clone(),
+                selector: None,
+            })
+        }
+        Err(source) => Err(ReadError::List {
+            what: "kurainstances in all namespaces".into(),
+            source,
+        }),
+    }
+}
+
 /// Every child the operator's caches would hold, in scope.
 pub async fn live(
     client: &Client,
@@ -114,7 +131,9 @@ pub async fn live(
     keep_owned: bool,
 ) -> Result<Live, ReadError> {
     let mut builder = LiveBuilder::new(keep_owned);
-    for (kind, by_label) in KINDS {
+    // The kinds a reconcile of an instance observes, as its caches hold them.
+    for kind in ChildKind::ALL.into_iter().filter(|k| k.of_instance()) {
+        let by_label = kind.watched_by_label();
         let ar = kind.api_resource();
         let api: Api<DynamicObject> = match &scope.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),

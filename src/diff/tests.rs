@@ -9,6 +9,8 @@ use super::*;
 use crate::api::KuraInstanceStatus;
 use crate::keys::FIELD_MANAGER;
 use crate::reconcile::observe::owned_fields;
+use crate::render::render;
+use crate::validate::validate;
 
 const CONFIG: &str = "\
 gateway:
@@ -540,6 +542,14 @@ fn workload_available(fleet: &mut Fleet, available: i64) {
 }
 
 fn ready_on_its_generation(fleet: &mut Fleet) {
+    // The budget binds only in a fleet it can hold back (of one instance, a
+    // budget of one holds nobody: `budget::never_binds`).
+    if fleet.others.is_empty() {
+        fleet.others = ["x1", "x2", "x3"]
+            .into_iter()
+            .map(|n| instance(n, json!({})))
+            .collect();
+    }
     let replicas = fleet
         .objects
         .iter()

@@ -1,7 +1,7 @@
 //! One reconcile of a `KuraGateway`, in the instance controller's shape:
 //!
-//! migrate → recall → validate → render → observe → users → plan
-//!   → apply (and release) | collect → status → events
+//! migrate → recall → decide (validate → render → observe → users → plan)
+//!   → execute: apply (and release) | collect → status → write (and events)
 //!
 //! Only `migrate`, `collect` (live reads before a deletion, the deletion, the
 //! sweep of leftover classes), `apply` and the status write talk to the
@@ -14,6 +14,7 @@
 //! sweep (`collect::sweep`) once no gateway has the uid the class carries.
 
 pub mod collect;
+pub mod decide;
 mod migrate;
 pub mod observe;
 pub mod plan;
@@ -27,16 +28,18 @@ use jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use tracing::Instrument;
 
 use self::plan::Plan;
 use self::status::{Outcome, StatusInputs};
-use crate::api::KuraGateway;
+use crate::api::{KuraGateway, KuraGatewayStatus};
 use crate::context::Context;
 use crate::keys::{GATEWAY_FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
+use crate::memory::Recall;
 use crate::reconcile::apply::{self, Failure, FailureClass};
-use crate::reconcile::plan::{ApplyOp, ApplyReason, SETTLE, drift, inputs_key, until};
+use crate::reconcile::plan::{ApplyOp, ApplyReason, SETTLE, drift, until};
 use crate::reconcile::{events, status as shared_status};
-use crate::render::gateway::render_gateway;
+use crate::render::hash::short;
 use crate::render::{Desired, ObjectId};
 
 #[derive(Debug, thiserror::Error)]
@@ -94,21 +97,62 @@ impl Error {
     }
 }
 
+/// One pass for one gateway: migrate → decide → execute → status → write,
+/// inside a span naming the gateway and the revision it decides for.
 pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let (Some(name), Some(namespace)) = (gw.metadata.name.clone(), gw.metadata.namespace.clone())
-    else {
+    let (Some(name), Some(namespace)) = (&gw.metadata.name, &gw.metadata.namespace) else {
         return Err(Error::Unnamed);
     };
     let now = Timestamp::now();
-    let streak = |step: &str| {
-        ctx.gateway_memory
-            .transient_failure(&gw, step, now)
-            .failures
-    };
-    match migrate::drop_legacy_finalizer(&ctx.client, &gw).await {
-        Ok(true) => events::publish(
+    migrate(&ctx, &gw, now).await?;
+    if gw.metadata.deletion_timestamp.is_some() {
+        ctx.metrics.count_gateway("deleting");
+        return Ok(Action::await_change());
+    }
+    let recall = ctx.gateway_memory.recall(&gw, SETTLE);
+    let decision = decide(&ctx, &gw, &recall, now).await?;
+    let revision = decision.desired().map(|d| short(&d.revision));
+    let span = tracing::info_span!("reconcile_gateway", %namespace, gateway = %name, revision = revision.unwrap_or_default());
+    async {
+        let Some((outcome, requeue)) = execute(&ctx, &gw, &decision, now).await? else {
+            ctx.metrics.count_gateway("collected");
+            return Ok(Action::await_change());
+        };
+        let new_status = status::compute(&StatusInputs {
+            observed: &decision.observed,
+            desired: decision.desired(),
+            outcome: &outcome,
+            user: decision.user.as_deref(),
+            policy: &ctx.policy,
+            now,
+        });
+        log_outcome(&outcome);
+        ctx.metrics.count_gateway(outcome.label());
+        if let Some(failure) = outcome.failure() {
+            ctx.metrics.record_failure(failure);
+        }
+        write(
             &ctx,
             &gw,
+            &decision.observed,
+            &new_status,
+            &outcome,
+            &recall,
+            now,
+        )
+        .await?;
+        Ok(Action::requeue(requeue))
+    }
+    .instrument(span)
+    .await
+}
+
+/// Removes an earlier release's finalizer, once.
+async fn migrate(ctx: &Context, gw: &Arc<KuraGateway>, now: Timestamp) -> Result<(), Error> {
+    match migrate::drop_legacy_finalizer(&ctx.client, gw).await {
+        Ok(true) => events::publish(
+            ctx,
+            gw,
             vec![event(
                 EventType::Normal,
                 "FinalizerRemoved",
@@ -119,114 +163,138 @@ pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action
         ),
         Ok(false) => {}
         Err(failure) => {
-            let failures = streak("migrate");
+            let failures = ctx
+                .gateway_memory
+                .transient_failure(gw, "migrate", now)
+                .failures;
             return Err(Error::Migrate { failure, failures });
         }
     }
-    if gw.metadata.deletion_timestamp.is_some() {
-        ctx.metrics.count_gateway("deleting");
-        return Ok(Action::await_change());
-    }
+    Ok(())
+}
+
+/// The decision; a gateway about to be collected is asked about live first.
+async fn decide(
+    ctx: &Context,
+    gw: &KuraGateway,
+    recall: &Recall<KuraGatewayStatus>,
+    now: Timestamp,
+) -> Result<decide::Decision, Error> {
     let config = ctx.config();
-    let recall = ctx.gateway_memory.recall(&gw, SETTLE);
-    let validated = validate::validate(&gw);
-    let desired = validated.is_ok().then(|| render_gateway(&gw));
-    let mut observed = observe::observe(&gw, recall.status.clone(), desired.as_ref(), &ctx.stores);
-    let key = desired.as_ref().map(|d| inputs_key(&d.revision, None));
-    observed.just_applied = key.is_some() && recall.recently_applied == key;
-    // The caches first; a gateway about to be collected is asked about live.
-    let user = match collect::cached_user(&gw, &ctx.stores, &config) {
-        Some(user) => Some(user),
-        None if observed.managed => collect::live_user(&ctx.client, &gw, &config)
-            .await
-            .map_err(|failure| Error::Collect {
-                failure,
-                failures: streak("collect"),
-            })?,
-        None => None,
-    };
-    let decision = plan::plan(
-        &observed,
-        desired
-            .as_ref()
-            .ok_or_else(|| validated.as_ref().unwrap_err()),
-        user.as_deref(),
-        &ctx.policy,
+    let mut inputs = decide::Inputs {
+        gw,
+        config: &config,
+        stores: &ctx.stores,
+        status: recall.status.clone(),
+        recently_applied: recall.recently_applied.as_deref(),
+        live_user: None,
+        policy: &ctx.policy,
         now,
-    );
-    let (outcome, requeue) = match decision {
-        Plan::Collect => {
-            collect::collect(&ctx, &gw)
+    };
+    let decision = decide::decide(&inputs);
+    if !decision.asks_live_user() {
+        return Ok(decision);
+    }
+    let user = collect::live_user(&ctx.client, gw, &config)
+        .await
+        .map_err(|failure| collect_failed(ctx, gw, failure, now))?;
+    inputs.live_user = Some(user);
+    Ok(decide::decide(&inputs))
+}
+
+fn collect_failed(ctx: &Context, gw: &KuraGateway, failure: Failure, now: Timestamp) -> Error {
+    let failures = ctx
+        .gateway_memory
+        .transient_failure(gw, "collect", now)
+        .failures;
+    Error::Collect { failure, failures }
+}
+
+/// Carries out the plan: what happened and when to look again, or `None`
+/// when the gateway was collected (deleted).
+async fn execute(
+    ctx: &Context,
+    gw: &Arc<KuraGateway>,
+    decision: &decide::Decision,
+    now: Timestamp,
+) -> Result<Option<(Outcome, Duration)>, Error> {
+    Ok(Some(match (&decision.plan, &decision.rendered) {
+        (Plan::Collect, _) => {
+            collect::collect(ctx, gw)
                 .await
-                .map_err(|failure| Error::Collect {
-                    failure,
-                    failures: streak("collect"),
-                })?;
-            ctx.metrics.count_gateway("collected");
-            return Ok(Action::await_change());
+                .map_err(|failure| collect_failed(ctx, gw, failure, now))?;
+            return Ok(None);
         }
-        Plan::Invalid(errors) => (Outcome::Invalid(errors), ctx.resync),
+        (Plan::Invalid(errors), _) | (Plan::Apply { .. }, Err(errors)) => {
+            (Outcome::Invalid(errors.clone()), ctx.resync)
+        }
         // Retried when the other object changes or goes (the watches map it here).
-        Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts), ctx.resync),
-        Plan::Backoff { at } | Plan::Stalled { at } => (Outcome::Waiting, until(at, now)),
-        Plan::ConflictHold { at, managers } => (Outcome::ConflictHold { managers }, until(at, now)),
-        Plan::Converged => (Outcome::Converged, ctx.resync),
-        Plan::Settling => (Outcome::Converged, SETTLE),
-        Plan::Apply {
-            reasons,
-            apply,
-            release,
-        } => {
-            let desired = desired
-                .as_ref()
-                .expect("Apply is planned only for a valid gateway");
-            let key = key.as_deref().unwrap_or_default();
-            let steps = Steps {
+        (Plan::NameConflict(conflicts), _) => {
+            (Outcome::NameConflict(conflicts.clone()), ctx.resync)
+        }
+        (Plan::Backoff { at } | Plan::Stalled { at }, _) => (Outcome::Waiting, until(*at, now)),
+        (Plan::ConflictHold { at, managers }, _) => (
+            Outcome::ConflictHold {
+                managers: managers.clone(),
+            },
+            until(*at, now),
+        ),
+        (Plan::Converged, _) => (Outcome::Converged, ctx.resync),
+        (Plan::Settling, _) => (Outcome::Converged, SETTLE),
+        (
+            Plan::Apply {
                 reasons,
                 apply,
                 release,
-                key,
+            },
+            Ok(desired),
+        ) => {
+            let steps = Steps {
+                reasons: reasons.clone(),
+                apply: apply.clone(),
+                release: release.clone(),
+                key: decision.key.as_deref().unwrap_or_default(),
             };
-            rollout(&ctx, &gw, &observed, desired, steps, now).await?
+            rollout(ctx, gw, &decision.observed, desired, steps, now).await?
         }
-    };
-    let new_status = status::compute(&StatusInputs {
-        observed: &observed,
-        desired: desired.as_ref(),
-        outcome: &outcome,
-        user: user.as_deref(),
-        policy: &ctx.policy,
-        now,
-    });
-    log_outcome(&namespace, &name, &outcome);
-    ctx.metrics.count_gateway(outcome.label());
-    if let Some(failure) = outcome.failure() {
-        ctx.metrics.record_failure(failure);
-    }
-    let news = status::events_for(&observed.status, &new_status, &outcome);
-    if shared_status::worth_writing(&observed.status, &new_status, recall.since_status_written) {
-        let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), &namespace);
+    }))
+}
+
+/// Writes the status when it is worth a write, then publishes the Events.
+async fn write(
+    ctx: &Context,
+    gw: &Arc<KuraGateway>,
+    observed: &observe::Observed,
+    new_status: &KuraGatewayStatus,
+    outcome: &Outcome,
+    recall: &Recall<KuraGatewayStatus>,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let news = status::events_for(&observed.status, new_status, outcome);
+    if shared_status::worth_writing(&observed.status, new_status, recall.since_status_written) {
+        let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
+        let name = gw.metadata.name.as_deref().unwrap_or_default();
+        let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), namespace);
         let written =
-            shared_status::write_status(&api, &name, &new_status, GATEWAY_FIELD_MANAGER).await;
+            shared_status::write_status(&api, name, new_status, GATEWAY_FIELD_MANAGER).await;
         ctx.metrics.status_write(written.as_ref().err());
         match written {
-            Ok(rv) => ctx.gateway_memory.status_written(&gw, rv, &new_status),
+            Ok(rv) => ctx.gateway_memory.status_written(gw, rv, new_status),
             Err(source) => {
-                events::publish(
-                    &ctx,
-                    &gw,
-                    vec![crate::reconcile::events::status_write_failed(&source)],
-                );
-                let failures = streak("status");
+                events::publish(ctx, gw, vec![events::status_write_failed(&source)]);
+                let failures = ctx
+                    .gateway_memory
+                    .transient_failure(gw, "status", now)
+                    .failures;
                 return Err(Error::Status { source, failures });
             }
         }
     }
-    events::publish(&ctx, &gw, news);
+    events::publish(ctx, gw, news);
     if !outcome.failure().is_some_and(Failure::is_transient) {
-        ctx.gateway_memory.transient_over(&gw);
+        ctx.gateway_memory.transient_over(gw);
     }
-    Ok(Action::requeue(requeue))
+    Ok(())
 }
 
 struct Steps<'a> {
@@ -318,25 +386,25 @@ fn event(type_: EventType, reason: &str, note: String) -> Event {
     }
 }
 
-fn log_outcome(namespace: &str, name: &str, outcome: &Outcome) {
+fn log_outcome(outcome: &Outcome) {
     match outcome {
         Outcome::Applied { reasons, sent, .. } => {
             let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
-            tracing::info!(%namespace, gateway = %name, reasons = %why.join(", "), sent = %sent.join(", "), "gateway applied");
+            tracing::info!(reasons = %why.join(", "), sent = %sent.join(", "), "gateway applied");
         }
         Outcome::ApplyFailed { failure, .. } => {
-            tracing::warn!(%namespace, gateway = %name, error = %failure, "gateway apply failed")
+            tracing::warn!(error = %failure, "gateway apply failed")
         }
         Outcome::NameConflict(conflicts) => {
-            tracing::warn!(%namespace, gateway = %name, conflicts = %conflicts.join("; "), "gateway name conflict: nothing applied")
+            tracing::warn!(conflicts = %conflicts.join("; "), "gateway name conflict: nothing applied")
         }
         Outcome::ConflictHold { managers } => {
-            tracing::debug!(%namespace, gateway = %name, managers = %managers.join(", "), "gateway field conflict: take-backs spent, held until the window ends")
+            tracing::debug!(managers = %managers.join(", "), "gateway field conflict: take-backs spent, held until the window ends")
         }
         Outcome::Invalid(errors) => {
-            tracing::debug!(%namespace, gateway = %name, %errors, "invalid gateway: nothing applied")
+            tracing::debug!(%errors, "invalid gateway: nothing applied")
         }
         _ => {}
     }
-    tracing::debug!(%namespace, gateway = %name, outcome = outcome.label(), "gateway reconciled");
+    tracing::debug!(outcome = outcome.label(), "gateway reconciled");
 }

@@ -10,8 +10,7 @@ use super::plan::{BudgetView, Observed};
 use crate::api::KuraInstance;
 use crate::api::conditions::{READY, is_true};
 use crate::config::OperatorConfig;
-pub use crate::memory::Admissions;
-use crate::memory::PENDING_AT_MOST;
+use crate::memory::Memory;
 use crate::render::Desired;
 use crate::rollout::{self, Admission, Fleet, Member, OrderKey, Origin};
 
@@ -94,22 +93,21 @@ pub fn fleet(
     )
 }
 
-/// The budget as it concerns this reconcile: whether the desired revision is
-/// budgeted, and if so (and not admitted to it yet) the fleet's answer. The
-/// fleet is scanned only then: a converged pass costs nothing.
+/// The budget as it concerns this decision: whether the desired revision is
+/// budgeted, and if so (and not admitted to it yet) the fleet's answer,
+/// counting the admissions this process made that the cache does not show
+/// yet. Read-only: the slot is taken by [`take_slot`] when the admission is
+/// carried out. The fleet is scanned only when budgeted: a converged pass
+/// costs nothing.
 pub fn view(
     instance: &KuraInstance,
     observed: &Observed,
-    desired: Option<&Desired>,
+    desired: &Desired,
     stores: &crate::stores::Stores,
-    admissions: &Admissions,
+    memory: &Memory,
     config: &OperatorConfig,
     now: Timestamp,
 ) -> BudgetView {
-    let serving = &|i: &KuraInstance| stores.serving(i);
-    let Some(desired) = desired else {
-        return BudgetView::default();
-    };
     if !budgeted(observed, desired) {
         return BudgetView::default();
     }
@@ -122,36 +120,55 @@ pub fn view(
             admission: None,
         };
     }
-    let mut pending = admissions.pending.lock().unwrap_or_else(|e| e.into_inner());
     let all = stores.instances.state();
     if never_binds(&config.rollout.max_unavailable, all.len()) {
         return BudgetView::default();
     }
-    let mut fleet = fleet(&all, config, serving, now);
-    // Pending admissions the cache does not count yet count here. Only a
-    // waiting instance is admitted, so while the cache still shows it waiting
-    // it has not caught up; any other state (admitted, or already done and
-    // cleared) is the cache's to count.
-    pending.retain(|uid, (_, at)| {
-        at.elapsed() < PENDING_AT_MOST
-            && all
-                .iter()
-                .any(|i| i.metadata.uid.as_deref() == Some(uid.as_str()) && still_waiting(i))
-    });
-    for (key, _) in pending.values() {
-        fleet.count_admitted(key);
-    }
-    let decision = admission(instance, observed, &fleet, config, serving);
-    if decision == (Admission::Admit { counted: true })
-        && let Some(uid) = &instance.metadata.uid
-    {
-        let key = order_key(instance, config);
-        pending.insert(uid.clone(), (key, std::time::Instant::now()));
-    }
+    let pending = memory.pending_admissions(|uid| still_waiting(&all, uid));
     BudgetView {
         budgeted: true,
-        admission: Some(decision),
+        admission: Some(decide(
+            instance, observed, stores, &all, &pending, config, now,
+        )),
     }
+}
+
+/// Carries out `Plan::Admit`: decides again under the memory's lock and, if
+/// the instance is still admitted (counted), records the admission in memory
+/// until the cache shows it. Another reconcile may have taken the last slot
+/// since this one decided: then the answer is to wait.
+pub fn take_slot(
+    instance: &KuraInstance,
+    observed: &Observed,
+    stores: &crate::stores::Stores,
+    memory: &Memory,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Admission {
+    let all = stores.instances.state();
+    memory.take_slot(
+        instance,
+        order_key(instance, config),
+        |uid| still_waiting(&all, uid),
+        |pending| decide(instance, observed, stores, &all, pending, config, now),
+    )
+}
+
+fn decide(
+    instance: &KuraInstance,
+    observed: &Observed,
+    stores: &crate::stores::Stores,
+    all: &[Arc<KuraInstance>],
+    pending: &[OrderKey],
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Admission {
+    let serving = &|i: &KuraInstance| stores.serving(i);
+    let mut fleet = fleet(all, config, serving, now);
+    for key in pending {
+        fleet.count_admitted(key);
+    }
+    admission(instance, observed, &fleet, config, serving)
 }
 
 /// A budget of the whole fleet (`100%`, or a count of at least every
@@ -162,14 +179,18 @@ pub fn never_binds(max_unavailable: &crate::rollout::MaxUnavailable, total: usiz
     max_unavailable.resolve(total) >= total
 }
 
-/// The cache still shows `instance` waiting in the queue: an admission this
-/// process made is not in the cache yet.
-fn still_waiting(instance: &KuraInstance) -> bool {
-    instance
-        .status
-        .as_ref()
-        .and_then(|s| s.rollout.as_ref())
-        .is_some_and(|r| r.state == crate::api::RolloutState::Waiting)
+/// The cache still shows the instance of `uid` waiting in the queue: an
+/// admission this process made is not in the cache yet. Only a waiting
+/// instance is admitted, so any other state (admitted, or already done and
+/// cleared) is the cache's to count.
+fn still_waiting(all: &[Arc<KuraInstance>], uid: &str) -> bool {
+    all.iter().any(|i| {
+        i.metadata.uid.as_deref() == Some(uid)
+            && i.status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .is_some_and(|r| r.state == crate::api::RolloutState::Waiting)
+    })
 }
 
 /// The decision for `instance` (with the status this reconcile decides from).

@@ -707,6 +707,45 @@ mod tables;
 
 #[cfg(test)]
 mod tests {
+    /// Outcomes are counted by `Metrics::record` (here, beside `Outcome`).
+    #[test]
+    fn outcomes_reasons_and_pruned_objects_are_counted() {
+        use super::Outcome;
+        use crate::metrics::{Metrics, tests::value};
+        use crate::reconcile::plan::ApplyReason;
+        use crate::reconcile::prune::PruneOutcome;
+
+        let m = Metrics::default();
+        m.record(
+            &Outcome::Applied {
+                reasons: vec![ApplyReason::Forced, ApplyReason::ChildMissing("cm".into())],
+                inventory: vec![],
+                sent: vec![],
+                pruned: PruneOutcome {
+                    deleted: vec!["a".into(), "b".into()],
+                    ..PruneOutcome::default()
+                },
+                streak: None,
+                held: None,
+            },
+            None,
+        );
+        m.record(&Outcome::Converged, None);
+        m.record_error("status");
+        let text = m.encode(&[]);
+        for (series, expected) in [
+            ("kura_reconciles_total{result=\"applied\"}", 1.0),
+            ("kura_reconciles_total{result=\"converged\"}", 1.0),
+            ("kura_reconciles_total{result=\"status\"}", 1.0),
+            ("kura_applies_total{reason=\"forced\"}", 1.0),
+            ("kura_applies_total{reason=\"missing\"}", 1.0),
+            ("kura_objects_pruned_total", 2.0),
+            ("kura_leader", 0.0),
+        ] {
+            assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
+        }
+    }
+
     use std::time::Duration;
 
     /// Every field of the schema the new status lacks is sent as null, at

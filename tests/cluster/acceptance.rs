@@ -1,5 +1,5 @@
 //! "Passes validation" means "the apiserver accepts it". Specs at and past every limit
-//! (the corpus of src/validate/tests/corpus.yaml and generated ones) go through
+//! (the corpus of crates/kura-core/src/render/tests/hostile/corpus.yaml and generated ones) go through
 //! `validate`; the instance and everything `render` makes of the valid ones (its
 //! children, its KuraGateway and the gateway's own children) go to the real apiserver
 //! as server-side dry-run applies, in a namespace of the longest name, under a

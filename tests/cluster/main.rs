@@ -4,8 +4,8 @@
 
 mod support;
 
-// The hostile corpus and spec generator the unit tests of `validate` use, not a copy.
-#[path = "../../src/validate/tests/hostile.rs"]
+// The hostile corpus and spec generator the unit tests of `render` use, not a copy.
+#[path = "../../crates/kura-core/src/render/tests/hostile/corpus_cases.rs"]
 mod hostile;
 
 mod acceptance;

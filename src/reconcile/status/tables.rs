@@ -7,7 +7,7 @@ use super::*;
 use crate::api::conditions::find;
 use crate::reconcile::apply::{Failure, FailureClass, Stage};
 use crate::reconcile::events::events_for;
-use crate::reconcile::plan::tests::{converged, desired};
+use crate::reconcile::plan::fixtures::{converged, desired};
 use crate::reconcile::prune::PruneOutcome;
 use crate::render::ObjectId;
 use crate::validate::FieldError;
@@ -527,7 +527,7 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
     };
     let done = after_operator(&o, &Outcome::Converged, Some(&active), now());
     assert_eq!(done.rollout, None);
-    assert!(super::super::left_the_budget(&o.status, &done));
+    assert!(super::super::report::left_the_budget(&o.status, &done));
 }
 
 #[test]

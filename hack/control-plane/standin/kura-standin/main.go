@@ -3,7 +3,7 @@
 // `scripts/control-plane.sh up --node`. It is not Kura: it serves only what the
 // kubelet and the operator look at.
 //
-// It reads what the operator's renderer gives the container (src/render/children.rs):
+// It reads what the operator's renderer gives the container (crates/kura-core/src/render/children.rs):
 // the file named by KURA_CONFIG (kura.json from the instance's ConfigMap, mounted at
 // /etc/kura), and KURA_ACCOUNT and KURA_REGION. It listens on the config's
 // "listen" address (":8080", the container port named http) and answers the

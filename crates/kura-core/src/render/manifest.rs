@@ -59,7 +59,7 @@ impl Manifest {
     }
 
     /// A manifest with an identity and nothing else, for tests of what consumes one.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn bare(kind: ChildKind, namespace: &str, name: &str) -> Self {
         Manifest {
             kind,

@@ -109,7 +109,7 @@ pub struct Desired {
 impl Desired {
     /// Hash every object, derive the revision from the ordered hashes, then
     /// stamp each object with its own hash.
-    pub(crate) fn from_objects(
+    pub fn from_objects(
         manifests: Vec<Manifest>,
         pod_template_hash: String,
         image: String,

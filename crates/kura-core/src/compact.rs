@@ -20,7 +20,7 @@ const KURA_ANNOTATIONS: &str = "kura.dev/";
 /// `serde_json::Value` trees, managedFields were the largest part of every
 /// cached object (a StatefulSet's own entry alone is ~2.4 KB of JSON, many
 /// times that in memory; docs/benchmarks.md, scale).
-pub(crate) fn compact_managed_fields<K: Resource>(object: &mut K) {
+pub fn compact_managed_fields<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     let Some(entries) = meta.managed_fields.take() else {
         return;
@@ -65,7 +65,7 @@ const READ_LABELS: [&str; 2] = [LABEL_MANAGED_BY, LABEL_INSTANCE];
 /// drift is told by each object's stamp and by who holds its fields, never by
 /// comparing labels. (Labels and annotations of seven thousand children were
 /// a sixth of the caches at N=1000; docs/benchmarks.md, scale.)
-pub(crate) fn compact_child<K: Resource>(object: &mut K) {
+pub fn compact_child<K: Resource>(object: &mut K) {
     compact_managed_fields(object);
     let meta = object.meta_mut();
     if let Some(labels) = meta.labels.as_mut() {
@@ -81,6 +81,6 @@ pub(crate) fn compact_child<K: Resource>(object: &mut K) {
 /// an instance's status, never its spec, so no decision depends on who holds
 /// which field of the spec. (A client's create entry holds the whole spec:
 /// as a value tree, 2.6 MB of a thousand instances' cache; docs/benchmarks.md.)
-pub(crate) fn compact_instance(instance: &mut KuraInstance) {
+pub fn compact_instance(instance: &mut KuraInstance) {
     crate::status_trust::compact(&mut instance.metadata);
 }

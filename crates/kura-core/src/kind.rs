@@ -88,6 +88,20 @@ impl ChildKind {
         }
     }
 
+    /// An instance renders it (a gateway renders the others: its Deployment
+    /// and IngressClass). The operator's caches hold it by the operator's
+    /// label, except a `KuraGateway`, held whoever labelled it: ownership,
+    /// not the label, decides whose it is.
+    pub const fn of_instance(self) -> bool {
+        !matches!(self, ChildKind::Deployment | ChildKind::IngressClass)
+    }
+
+    /// The caches hold it only when it carries the operator's label, and
+    /// index it by the instance label it carries (`stores::labelled`).
+    pub const fn watched_by_label(self) -> bool {
+        self.of_instance() && !matches!(self, ChildKind::KuraGateway)
+    }
+
     /// Its content is in the pod-template hash (the workload, and the
     /// configuration file its pods mount): a change of it restarts pods, so
     /// an operator-originated one waits for the rollout budget.

@@ -5,11 +5,13 @@
 
 use proptest::prelude::*;
 
-use super::hostile::{Case, Corpus, corpus, specs};
-use super::*;
+use super::corpus_cases::{Case, Corpus, corpus, specs};
+use crate::api::KuraInstance;
 use crate::config::ConfigError;
+use crate::config::OperatorConfig;
 use crate::render::render;
 use crate::render::tests::kube_rules::violations;
+use crate::validate::validate;
 
 /// Why `case` did not get its verdict, if it did not.
 fn verdict(corpus: &Corpus, case: &Case) -> Result<(), String> {

@@ -9,14 +9,15 @@ use crate::validate::validate;
 mod canonical;
 mod determinism;
 mod golden;
+pub(crate) mod hostile;
 mod incident;
 pub(crate) mod kube_rules;
 mod metadata;
 mod names;
 mod properties;
 
-const EXAMPLE_CONFIG: &str = include_str!("../../examples/config.yaml");
-const EXAMPLE_INSTANCES: &str = include_str!("../../examples/instances.yaml");
+const EXAMPLE_CONFIG: &str = include_str!("../../../../examples/config.yaml");
+const EXAMPLE_INSTANCES: &str = include_str!("../../../../examples/instances.yaml");
 
 fn config() -> OperatorConfig {
     OperatorConfig::parse(EXAMPLE_CONFIG).expect("the example configuration is valid")

@@ -234,7 +234,7 @@ fn check_region(name: &str, region: &RegionConfig, errs: &mut Vec<FieldError>) {
 mod tests {
     use super::*;
 
-    pub const EXAMPLE: &str = include_str!("../examples/config.yaml");
+    pub const EXAMPLE: &str = include_str!("../../../examples/config.yaml");
 
     #[test]
     fn example_config_is_valid() {

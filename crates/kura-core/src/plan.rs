@@ -17,6 +17,8 @@
 
 pub mod conflict;
 pub mod drift;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -251,7 +253,6 @@ pub enum Plan {
         reasons: Vec<ApplyReason>,
         apply: Vec<ApplyOp>,
         prune: Vec<ObjectId>,
-        force_token: Option<String>,
         held: Option<Admission>,
     },
     /// The budget admits this instance to an operator-originated rollout:
@@ -323,20 +324,18 @@ pub fn plan(
     policy: &RetryPolicy,
     now: Timestamp,
 ) -> Plan {
-    let (mut apply, prune, mut reasons, force_token, desired) =
-        match (intent(observed, desired), desired) {
-            (
-                Plan::Apply {
-                    apply,
-                    prune,
-                    reasons,
-                    force_token,
-                    ..
-                },
-                Ok(desired),
-            ) => (apply, prune, reasons, force_token, desired),
-            (intended, _) => return intended,
-        };
+    let (mut apply, prune, mut reasons, desired) = match (intent(observed, desired), desired) {
+        (
+            Plan::Apply {
+                apply,
+                prune,
+                reasons,
+                ..
+            },
+            Ok(desired),
+        ) => (apply, prune, reasons, desired),
+        (intended, _) => return intended,
+    };
     if observed.just_applied && reasons.iter().all(ApplyReason::may_be_cache_lag) {
         return Plan::Settling;
     }
@@ -346,7 +345,7 @@ pub fn plan(
     }
     // A failure recorded for these same inputs decides when to try again; new
     // inputs (a new revision or force token) always try at once.
-    let key = inputs_key(&desired.revision, force_token.as_deref());
+    let key = inputs_key(&desired.revision, observed.force_token.as_deref());
     let failures = failures_for(&observed.status, &key);
     if failures > 0
         && let Some(last) = observed
@@ -393,7 +392,6 @@ pub fn plan(
         apply,
         prune,
         reasons,
-        force_token,
         held,
     }
 }
@@ -427,7 +425,6 @@ pub fn intent(observed: &Observed, desired: Result<&Desired, &ValidationErrors>)
         apply: objects_to_send(observed, desired, &reasons),
         prune: stale_objects(observed, desired),
         reasons,
-        force_token: observed.force_token.clone(),
         held: None,
     }
 }

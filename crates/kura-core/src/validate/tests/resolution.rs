@@ -108,7 +108,7 @@ fn aliases_are_sorted_and_env_keeps_its_order() {
 
 #[test]
 fn every_example_instance_is_valid() {
-    let text = include_str!("../../../examples/instances.yaml");
+    let text = include_str!("../../../../../examples/instances.yaml");
     for doc in serde_yaml::Deserializer::from_str(text) {
         let example: KuraInstance = serde::Deserialize::deserialize(doc).unwrap();
         let name = example.metadata.name.clone();

@@ -10,7 +10,7 @@ use super::index::Index;
 use super::*;
 use crate::config::OperatorConfig;
 
-const CONFIG: &str = include_str!("../../examples/config.yaml");
+const CONFIG: &str = include_str!("../../../../examples/config.yaml");
 
 fn config() -> OperatorConfig {
     OperatorConfig::parse(CONFIG).expect("the example configuration is valid")

@@ -7,13 +7,10 @@ use super::*;
 use crate::api::{GatewaySpec, KuraInstance, KuraInstanceSpec, SecretKeyRef, StorageSpec};
 
 mod config_rules;
-mod corpus;
 mod env_rules;
-mod fuzz;
-pub(crate) mod hostile;
 mod resolution;
 
-const EXAMPLE_CONFIG: &str = include_str!("../../examples/config.yaml");
+const EXAMPLE_CONFIG: &str = include_str!("../../../../examples/config.yaml");
 
 fn config() -> OperatorConfig {
     OperatorConfig::parse(EXAMPLE_CONFIG).expect("the example configuration is valid")

@@ -1,10 +1,10 @@
-//! The scale benchmark driver (`kura-bench`, src/bin/kura-bench) works end to end
+//! The scale benchmark driver (`kura-bench`, crates/kura-bench) works end to end
 //! against the real control plane at N=5: every phase runs and the report is
 //! complete. No performance is asserted; that is what the benchmark is for.
 //! The fleet budget's bound is asserted: it is a guarantee, not a speed.
 
 #[allow(dead_code)]
-#[path = "cluster/support.rs"]
+#[path = "../../../tests/cluster/support.rs"]
 mod support;
 
 use std::process::Command;
@@ -19,7 +19,7 @@ async fn kura_bench_runs_every_phase_at_n5() {
     let output = Command::new(env!("CARGO_BIN_EXE_kura-bench"))
         .args(["--n", "5", "--resync", "2s", "--timeout", "180s"])
         .arg("--operator-bin")
-        .arg(env!("CARGO_BIN_EXE_kura-operator"))
+        .arg(operator_bin())
         .arg("--kubeconfig")
         .arg(support::kubeconfig_path())
         .arg("--json")
@@ -104,4 +104,21 @@ async fn kura_bench_runs_every_phase_at_n5() {
     // The run removed its namespaces and class.
     assert!(stderr.contains("cleaned up"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The operator binary of this build: `cargo test --workspace` builds it into
+/// the same target directory as this test (`target/<profile>/kura-operator`).
+fn operator_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test>");
+    let bin = profile_dir.join("kura-operator");
+    assert!(
+        bin.exists(),
+        "{} is not built: run the tests with `cargo test --workspace`",
+        bin.display()
+    );
+    bin
 }

@@ -1,0 +1,32 @@
+//! kura-operator's core: everything the operator decides, as pure functions of
+//! values, with no Kubernetes client and no async runtime. The revision of an
+//! instance is the content hash of its rendered manifests.
+//!
+//! - vocabulary: `api` (the CRD types), `kind` (`ChildKind`), `keys`, `names`
+//! - inputs: `config`, `validate` (with `rules`)
+//! - rendering: `render` (canonical manifests, hashes, the revision)
+//! - decisions: `plan` (an instance's state machine), `rollout` (the fleet
+//!   budget's rules), `claims` (who holds a host), `status_trust`
+//! - arithmetic: `time`, `retry`
+//! - what the caches keep of an object: `compact`, `fields`, `cached_sts`
+//!
+//! The operator crate (`kura-operator`) reads the caches and memory, calls
+//! these, and does the I/O.
+
+pub mod api;
+pub mod cached_sts;
+pub mod claims;
+pub mod compact;
+pub mod config;
+pub mod fields;
+pub mod keys;
+pub mod kind;
+pub mod names;
+pub mod plan;
+pub mod render;
+pub mod retry;
+pub mod rollout;
+pub mod rules;
+pub mod status_trust;
+pub mod time;
+pub mod validate;

@@ -1,0 +1,8 @@
+//! Hostile input through validation into rendering: whatever `validate`
+//! accepts renders only what the apiserver accepts, and nothing panics.
+//! (Here rather than under `validate`: these tests render, and `render` is
+//! the layer above `validate`.)
+
+mod corpus;
+pub(crate) mod corpus_cases;
+mod fuzz;

@@ -1,0 +1,144 @@
+//! Carrying out a decision: what happened (`Outcome`) and when to look again.
+//! Only the apply writes (`rollout`); the rest takes what the decision
+//! reserves in this process (a host before an apply, a slot of the fleet
+//! budget for an admission), checking again under the same lock, since
+//! another reconcile may have taken it since the decision.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::plan::{Plan, until};
+use super::status::Outcome;
+use super::{Error, budget, rollout};
+use crate::api::{KuraInstance, RolloutState};
+use crate::claims::Conflict;
+use crate::config::OperatorConfig;
+use crate::context::Context;
+use crate::reconcile::decide::{Decision, Valid, Verdict};
+use crate::rollout::Admission;
+
+/// While a child is being deleted, look again this often.
+const TERMINATING_RECHECK: Duration = Duration::from_secs(5);
+/// A waiting instance is woken when a slot frees (`budget::wake_next`); this
+/// is the fallback.
+const WAITING_RECHECK: Duration = Duration::from_secs(30);
+/// After its admission is recorded, an instance applies on the next pass.
+const ADMITTED_RECHECK: Duration = Duration::from_millis(100);
+/// After joining the rollout queue, look again this soon: the queue of those
+/// reconciled at the same moment has formed by then.
+const JOIN_RECHECK: Duration = Duration::from_secs(2);
+
+pub async fn execute(
+    ctx: &Context,
+    instance: &KuraInstance,
+    decision: &Decision,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Result<(Outcome, Duration), Error> {
+    let valid = match &decision.verdict {
+        Verdict::Invalid(errors) => {
+            // Input nobody can apply asks for no host: it keeps nobody waiting.
+            ctx.stores.claims.stand_down(instance);
+            return Ok((Outcome::Invalid(errors.clone()), ctx.resync));
+        }
+        Verdict::Valid(valid) => valid,
+    };
+    if let Some(conflict) = &valid.host_conflict {
+        return Ok(host_conflict(ctx, conflict.clone(), now));
+    }
+    let observed = &decision.observed;
+    Ok(match &valid.plan {
+        Plan::Invalid(errors) => (Outcome::Invalid(errors.clone()), ctx.resync),
+        Plan::Paused => (Outcome::Paused, ctx.resync),
+        Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts.clone()), ctx.resync),
+        // The deletion of the child wakes this instance (an owned watch); this
+        // is the fallback.
+        Plan::ChildTerminating(objects) => (
+            Outcome::ChildTerminating(objects.clone()),
+            ctx.resync.min(TERMINATING_RECHECK),
+        ),
+        Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(*at, now)),
+        Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(*at, now)),
+        Plan::ConflictHold { at, managers } => (
+            Outcome::ConflictHold {
+                managers: managers.clone(),
+            },
+            until(*at, now),
+        ),
+        Plan::Converged => (Outcome::Converged, ctx.resync),
+        Plan::Settling => (Outcome::Converged, super::plan::SETTLE),
+        Plan::Admit => {
+            match budget::take_slot(instance, observed, &ctx.stores, &ctx.memory, config, now) {
+                // Recorded first, applied on the pass that follows at once.
+                Admission::Admit { .. } => (Outcome::Admitted, ADMITTED_RECHECK),
+                // Another reconcile took the slot since the decision.
+                waiting => (Outcome::Held(waiting), JOIN_RECHECK),
+            }
+        }
+        Plan::Held(admission) => (Outcome::Held(admission.clone()), held_recheck(decision)),
+        Plan::Apply {
+            reasons,
+            apply,
+            prune,
+            held,
+        } => {
+            let steps = rollout::Steps {
+                reasons: reasons.clone(),
+                apply: apply.clone(),
+                prune: prune.clone(),
+                key: &valid.key,
+                held: held.clone(),
+            };
+            return take_hosts_and_apply(ctx, instance, decision, valid, steps, config, now).await;
+        }
+    })
+}
+
+/// Takes the hosts, then applies and prunes.
+async fn take_hosts_and_apply(
+    ctx: &Context,
+    instance: &KuraInstance,
+    decision: &Decision,
+    valid: &Valid,
+    steps: rollout::Steps<'_>,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Result<(Outcome, Duration), Error> {
+    if let Err(conflict) = ctx.stores.claims.claim(instance, config, now) {
+        return Ok(host_conflict(ctx, conflict, now));
+    }
+    rollout::rollout(
+        ctx,
+        instance,
+        &decision.observed,
+        &valid.desired,
+        steps,
+        now,
+    )
+    .await
+}
+
+fn host_conflict(ctx: &Context, conflict: Conflict, now: Timestamp) -> (Outcome, Duration) {
+    // A reservation ends with no event to wake those waiting for it.
+    let requeue = match conflict.ask_again_at() {
+        Some(at) => until(at, now).min(ctx.resync),
+        None => ctx.resync,
+    };
+    (Outcome::HostConflict(conflict), requeue)
+}
+
+/// Joining the queue now: look again soon, the first in line may go.
+fn held_recheck(decision: &Decision) -> Duration {
+    let joined = decision
+        .observed
+        .status
+        .rollout
+        .as_ref()
+        .is_some_and(|r| r.state == RolloutState::Waiting);
+    if joined {
+        WAITING_RECHECK
+    } else {
+        JOIN_RECHECK
+    }
+}
