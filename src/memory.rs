@@ -82,24 +82,7 @@ impl<S> Default for Record<S> {
     }
 }
 
-/// Transient failures (throttling, a 5xx, the apiserver out of reach) of the
-/// same inputs in a row. They are retried quickly and kept out of status until
-/// the streak is old enough to be news.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TransientStreak {
-    pub inputs_key: String,
-    pub failures: u32,
-    /// When the first failure of the streak happened (wall clock, for status;
-    /// the monotonic one decides).
-    pub since: Timestamp,
-    started: Instant,
-}
-
-impl TransientStreak {
-    pub fn age(&self) -> Duration {
-        self.started.elapsed()
-    }
-}
+pub use kura_core::outcome::TransientStreak;
 
 /// What a reconcile reads from memory, once, at its start.
 #[derive(Clone, Debug, Default)]
@@ -198,22 +181,12 @@ impl<K: Remembered> Memory<K> {
                     s.failures = s.failures.saturating_add(1);
                     s
                 }
-                _ => TransientStreak {
-                    inputs_key: inputs_key.to_string(),
-                    failures: 1,
-                    since: now,
-                    started: Instant::now(),
-                },
+                _ => TransientStreak::start(inputs_key, now),
             };
             out = Some(streak.clone());
             r.transient = Some(streak);
         });
-        out.unwrap_or(TransientStreak {
-            inputs_key: inputs_key.to_string(),
-            failures: 1,
-            since: now,
-            started: Instant::now(),
-        })
+        out.unwrap_or_else(|| TransientStreak::start(inputs_key, now))
     }
 
     /// A reconcile got through: the transient streak is over.

@@ -308,6 +308,42 @@ impl Drop for ReconcileTimer {
     }
 }
 
+/// The metrics of an outcome.
+impl Metrics {
+    pub fn record(&self, outcome: &kura_core::outcome::Outcome, _phase: Option<crate::api::Phase>) {
+        if let kura_core::outcome::Outcome::Applied {
+            reasons, pruned, ..
+        } = outcome
+        {
+            for r in reasons {
+                self.applies
+                    .get_or_create(&ReasonLabel { reason: r.label() })
+                    .inc();
+            }
+            self.pruned.inc_by(pruned.deleted.len() as u64);
+        }
+        if let Some(failure) = outcome.failure() {
+            self.record_failure(failure);
+        }
+        self.count(outcome.label());
+    }
+
+    pub fn record_failure(&self, failure: &kura_core::outcome::Failure) {
+        let class = match failure.class {
+            kura_core::outcome::FailureClass::Transient => "transient",
+            kura_core::outcome::FailureClass::Rejected => "rejected",
+            kura_core::outcome::FailureClass::NameConflict => "name-conflict",
+        };
+        let stage = match failure.stage {
+            kura_core::outcome::Stage::Apply => "apply",
+            kura_core::outcome::Stage::Prune => "prune",
+        };
+        self.failures
+            .get_or_create(&FailureLabels { stage, class })
+            .inc();
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -24,6 +24,12 @@ pub struct DiffArgs {
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
 
+    /// The namespace the operator watches (its `--namespace`, the chart's
+    /// `watchNamespace`): the fleet its budget counts and its host claims
+    /// span. Every namespace when absent, as the operator.
+    #[arg(long, env = "KURA_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
     /// Operator configuration file, as `run` reads it.
     #[arg(
         long,
@@ -88,9 +94,14 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
     let instances = read::instances(&client, &scope).await?;
     // The operator decides over everything it watches: the fleet budget
     // counts every instance, host claims every instance's Ingresses. So the
-    // caches are the whole cluster's, whatever is shown.
-    let fleet_scope = read::fleet_scope(&client, &scope).await?;
+    // caches are those of its scope (the whole cluster unless it watches one
+    // namespace), whatever is shown.
+    let (fleet_scope, note) = match &args.watch_namespace {
+        Some(watched) => (read::Scope::namespace(watched), None),
+        None => read::fleet_scope(&client, &scope).await?,
+    };
     let fleet = read::instances(&client, &fleet_scope).await?;
+    let fleet_size = fleet.len();
     let live = read::live(&client, &fleet_scope, &fleet, args.show_diff).await?;
     drop(fleet);
     let mut diffs: Vec<_> = instances
@@ -136,5 +147,7 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
             keep_used_gateways(d, &all, &ingresses, &config);
         }
     }
-    Ok(Report::new(diffs).with_budget(&config.rollout))
+    Ok(Report::new(diffs)
+        .with_budget(&config.rollout, fleet_size)
+        .with_notes(note.into_iter().collect()))
 }

@@ -65,6 +65,14 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// Every instance of `namespace`.
+    pub fn namespace(namespace: &str) -> Scope {
+        Scope {
+            namespace: Some(namespace.to_string()),
+            selector: None,
+        }
+    }
+
     fn shown(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("in namespace {ns}"),
@@ -95,26 +103,31 @@ pub async fn instances(client: &Client, scope: &Scope) -> Result<Vec<KuraInstanc
 /// Where to read the caches from for instances shown in `scope`: the whole
 /// cluster (every namespace, no selector), as the operator watches it. If
 /// the user may not list instances cluster-wide, the namespace shown, said on
-/// stderr: the budget and host claims are then that namespace's alone, and
-/// an instance may be shown to go where the operator holds it.
-pub async fn fleet_scope(client: &Client, scope: &Scope) -> Result<Scope, ReadError> {
+/// a note of the report: the budget and host claims are then that
+/// namespace's alone, and an instance may be shown to go where the operator
+/// holds it.
+pub async fn fleet_scope(
+    client: &Client,
+    scope: &Scope,
+) -> Result<(Scope, Option<String>), ReadError> {
     let everywhere = Scope {
         namespace: None,
         selector: None,
     };
     let api: Api<KuraInstance> = Api::all(client.clone());
     match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(_) => Ok(everywhere),
+        Ok(_) => Ok((everywhere, None)),
         Err(kube::Error::Api(s)) if s.code == 403 && scope.namespace.is_some() => {
-            eprintln!(
-                "note: may not list kurainstances in all namespaces ({}): the fleet budget and host claims are previewed over {} only",
+            let note = format!(
+                "may not list kurainstances in all namespaces ({}): the fleet budget and host claims are previewed over {} only",
                 s.message,
                 scope.shown()
             );
-            Ok(Scope {
+            let namespace = Scope {
                 namespace: scope.namespace.clone(),
                 selector: None,
-            })
+            };
+            Ok((namespace, Some(note)))
         }
         Err(source) => Err(ReadError::List {
             what: "kurainstances in all namespaces".into(),

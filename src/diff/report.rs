@@ -43,6 +43,10 @@ pub struct Summary {
 pub struct Report {
     pub summary: Summary,
     pub instances: Vec<InstanceDiff>,
+    /// What the preview could not see as the operator does (say, the fleet
+    /// of other namespaces, when it may not list them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -68,20 +72,25 @@ impl Report {
             terminating: count(State::ChildTerminating),
             ..Summary::default()
         };
-        Report { summary, instances }
+        Report {
+            summary,
+            instances,
+            notes: Vec::new(),
+        }
     }
 
-    /// The budget's waves under `rollout`, for a fleet at rest: the instances
-    /// whose restart the budget paces go `budget` at a time, in its order.
-    pub fn with_budget(mut self, rollout: &RolloutConfig) -> Report {
+    /// The budget's waves under `rollout`, for a fleet of `fleet` instances
+    /// (every namespace's, as the operator counts them) at rest: the instances
+    /// shown whose restart the budget paces go `budget` at a time, in its order.
+    pub fn with_budget(mut self, rollout: &RolloutConfig, fleet: usize) -> Report {
         let s = &mut self.summary;
-        if crate::reconcile::budget::never_binds(&rollout.max_unavailable, s.instances) {
+        if crate::reconcile::budget::never_binds(&rollout.max_unavailable, fleet) {
             for i in &mut self.instances {
                 i.waits_for_budget = false;
             }
         }
         s.waiting_for_budget = self.instances.iter().filter(|i| i.waits_for_budget).count();
-        s.budget = rollout.max_unavailable.resolve(s.instances);
+        s.budget = rollout.max_unavailable.resolve(fleet);
         s.waves = s.waiting_for_budget.div_ceil(s.budget);
         self
     }
@@ -111,7 +120,15 @@ impl Report {
         }
         out.push_str(&self.summary_line());
         out.push('\n');
+        for note in &self.notes {
+            out.push_str(&format!("note: {note}\n"));
+        }
         out
+    }
+
+    pub fn with_notes(mut self, notes: Vec<String>) -> Report {
+        self.notes = notes;
+        self
     }
 
     pub fn summary_line(&self) -> String {

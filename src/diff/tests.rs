@@ -629,7 +629,7 @@ fn the_budget_makes_waves_of_the_paced_restarts() {
         serde_yaml::from_str::<crate::rollout::RolloutConfig>(&format!("maxUnavailable: {max}"))
             .unwrap()
     };
-    let report = super::report::Report::new(diffs.clone()).with_budget(&rollout("2"));
+    let report = super::report::Report::new(diffs.clone()).with_budget(&rollout("2"), 7);
     let s = &report.summary;
     assert_eq!((s.pod_restarts, s.waiting_for_budget), (7, 6));
     assert_eq!((s.budget, s.waves), (2, 3));
@@ -642,12 +642,12 @@ fn the_budget_makes_waves_of_the_paced_restarts() {
     );
     // 25% of 7 rounds down to 1: one at a time.
     let s = super::report::Report::new(diffs.clone())
-        .with_budget(&rollout("'25%'"))
+        .with_budget(&rollout("'25%'"), 7)
         .summary;
     assert_eq!((s.budget, s.waves), (1, 6));
     // The whole fleet at once: the budget holds nobody, so it paces nothing.
     let s = super::report::Report::new(diffs)
-        .with_budget(&rollout("'100%'"))
+        .with_budget(&rollout("'100%'"), 7)
         .summary;
     assert_eq!((s.waiting_for_budget, s.waves), (0, 0));
 }

@@ -91,7 +91,7 @@ pub async fn live_user(
         namespace: Some(namespace.to_string()),
         name: name.to_string(),
     };
-    let fail = |verb, e: &kube::Error| Failure::from_kube(Stage::Prune, verb, &id, e);
+    let fail = |verb, e: &kube::Error| crate::reconcile::apply::failure(Stage::Prune, verb, &id, e);
     let instances: Vec<Arc<KuraInstance>> =
         Api::<KuraInstance>::namespaced(client.clone(), namespace)
             .list(&ListParams::default())
@@ -144,7 +144,12 @@ pub async fn collect(ctx: &Context, gw: &Arc<KuraGateway>) -> Result<(), Failure
         Ok(_) => Ok(()),
         // Gone already, or replaced by another gateway of the name.
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(Failure::from_kube(Stage::Prune, "delete", &id, &e)),
+        Err(e) => Err(crate::reconcile::apply::failure(
+            Stage::Prune,
+            "delete",
+            &id,
+            &e,
+        )),
     }
 }
 

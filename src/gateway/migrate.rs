@@ -35,7 +35,7 @@ pub async fn drop_legacy_finalizer(client: &Client, gw: &KuraGateway) -> Result<
     let id = gateway_id(gw);
     let namespace = id.namespace.clone().unwrap_or_default();
     let fail = |verb, object: &ObjectId, e: &kube::Error| {
-        Failure::from_kube(Stage::Prune, verb, object, e)
+        crate::reconcile::apply::failure(Stage::Prune, verb, object, e)
     };
     if gw.metadata.deletion_timestamp.is_some() {
         let class = ObjectId {
@@ -120,7 +120,7 @@ pub async fn release_old_manager(
             // mind a 404 (only an existing object can have been applied).
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
-                return Err(Failure::from_kube(
+                return Err(crate::reconcile::apply::failure(
                     Stage::Apply,
                     "release fields of",
                     id,

@@ -25,63 +25,29 @@ use super::plan::{ApplyOp, Owner};
 use crate::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
 use crate::render::{Desired, ObjectId, RenderedObject};
 
-/// Where a reconcile failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    Apply,
-    Prune,
-}
+pub use kura_core::outcome::{Failure, FailureClass, Stage};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureClass {
-    /// Throttling, a server error (a webhook whose service is down answers
-    /// 500), the apiserver out of reach: says nothing about the input.
-    Transient,
-    /// The apiserver, a webhook or an admission policy refused the request.
-    Rejected,
-    /// An object of the name exists and is not this instance's.
-    NameConflict,
-}
-
-/// One failed request, with everything a user needs to act on it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{verb} {object}: {message}")]
-pub struct Failure {
-    pub stage: Stage,
-    pub class: FailureClass,
-    pub object: String,
-    pub verb: &'static str,
-    /// The HTTP status of the apiserver's answer, when it answered.
-    pub code: Option<u16>,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn from_kube(stage: Stage, verb: &'static str, object: &ObjectId, e: &kube::Error) -> Self {
-        let (class, code, message) = match e {
-            kube::Error::Api(s) => {
-                let transient = s.code == 429 || s.code >= 500 || s.code == 409;
-                let class = if transient {
-                    FailureClass::Transient
-                } else {
-                    FailureClass::Rejected
-                };
-                (class, Some(s.code), format!("{} ({})", s.message, s.code))
-            }
-            other => (FailureClass::Transient, None, other.to_string()),
-        };
-        Failure {
-            stage,
-            class,
-            object: object.to_string(),
-            verb,
-            code,
-            message,
+/// A failed request as the apiserver (or the way to it) answered.
+pub fn failure(stage: Stage, verb: &'static str, object: &ObjectId, e: &kube::Error) -> Failure {
+    let (class, code, message) = match e {
+        kube::Error::Api(s) => {
+            let transient = s.code == 429 || s.code >= 500 || s.code == 409;
+            let class = if transient {
+                FailureClass::Transient
+            } else {
+                FailureClass::Rejected
+            };
+            (class, Some(s.code), format!("{} ({})", s.message, s.code))
         }
-    }
-
-    pub fn is_transient(&self) -> bool {
-        self.class == FailureClass::Transient
+        other => (FailureClass::Transient, None, other.to_string()),
+    };
+    Failure {
+        stage,
+        class,
+        object: object.to_string(),
+        verb,
+        code,
+        message,
     }
 }
 
@@ -266,7 +232,7 @@ async fn apply_one(
     manager: &str,
 ) -> Result<(ObjectId, Option<String>), Failure> {
     let api = dynamic_api(client, &op.id);
-    let fail = |verb, e: &kube::Error| Failure::from_kube(Stage::Apply, verb, &op.id, e);
+    let fail = |verb, e: &kube::Error| failure(Stage::Apply, verb, &op.id, e);
     if op.clear_address {
         clear_address(&api, &op.id)
             .await

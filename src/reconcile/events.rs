@@ -1,182 +1,46 @@
-//! Events on transitions, not on every pass: an apply (with its reasons), a
-//! force token acknowledged, a prune, the first failure, Stalled, Invalid, a
-//! name or host conflict, a child being deleted, Ready.
+//! Events: what they say is `kura_core::events` (pure); here they are
+//! published as Kubernetes Events, without holding up the reconcile.
 
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
-
-use super::status::{Outcome, failure_reason};
-use crate::api::conditions::{READY, ROLLOUT_FAILED, STALLED, STORAGE_CHANGE_PENDING, VALID, find};
 use std::sync::Arc;
 
-use crate::api::{ConditionStatus, KuraInstanceStatus};
+use crate::api::KuraInstanceStatus;
 use crate::context::Context;
-use crate::render::hash::short;
+use kura_core::events::{Note, NoteType};
+use kura_core::outcome::Outcome;
 
+/// The Events of a transition (`kura_core::events::notes_for`).
 pub fn events_for(
     prev: &KuraInstanceStatus,
     new: &KuraInstanceStatus,
     outcome: &Outcome,
 ) -> Vec<Event> {
-    let mut out = Vec::new();
-    let ev = |type_, reason: &str, note: String| Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1000).collect()),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    let turned = |t: &str, to: ConditionStatus| {
-        find(&new.conditions, t).is_some_and(|c| c.status == to)
-            && find(&prev.conditions, t).is_none_or(|c| c.status != to)
-    };
-    // A failure is news when Ready starts to say it (another reason or
-    // message), not on every retry of the same error.
-    let ready_news = || {
-        let reason_and_message = |s: &KuraInstanceStatus| {
-            find(&s.conditions, READY).map(|c| (c.reason.clone(), c.message.clone()))
-        };
-        reason_and_message(prev) != reason_and_message(new)
-    };
-    if let Some(failure) = outcome.failure()
-        && ready_news()
-    {
-        out.push(ev(
-            EventType::Warning,
-            failure_reason(failure),
-            failure.to_string(),
-        ));
-    }
-    match outcome {
-        Outcome::Applied {
-            reasons,
-            sent,
-            pruned,
-            held,
-            ..
-        } => {
-            let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
-            let rev = short(new.applied_revision.as_deref().unwrap_or_default());
-            let origin = match new.applied_origin {
-                Some(crate::rollout::Origin::Operator) => "operator configuration or release",
-                _ => "spec or force",
-            };
-            let note = if held.is_some() {
-                format!(
-                    "applied what restarts no pod of revision {} ({}), the rest waits for the rollout budget: {}",
-                    short(new.desired_revision.as_deref().unwrap_or_default()),
-                    sent.join(", "),
-                    why.join(", ")
-                )
-            } else if sent.is_empty() {
-                format!(
-                    "revision {rev} recorded, every object already carried it ({origin}): {}",
-                    why.join(", ")
-                )
-            } else {
-                format!(
-                    "applied revision {rev} from the {origin} ({}): {}",
-                    sent.join(", "),
-                    why.join(", ")
-                )
-            };
-            out.push(ev(EventType::Normal, "Applied", note));
-            if new.last_handled_reapply_at != prev.last_handled_reapply_at
-                && let Some(token) = &new.last_handled_reapply_at
-            {
-                out.push(ev(
-                    EventType::Normal,
-                    "ForcedReapply",
-                    format!("re-applied for kura.dev/reapply-at={token}"),
-                ));
-            }
-            if !pruned.deleted.is_empty() {
-                out.push(ev(
-                    EventType::Normal,
-                    "Pruned",
-                    format!(
-                        "deleted objects the new revision no longer has: {}",
-                        pruned.deleted.join(", ")
-                    ),
-                ));
-            }
-            if let Some(note) = super::plan::conflict::took_back(reasons) {
-                out.push(ev(EventType::Warning, "FieldConflict", note));
-            }
-            if !pruned.kept.is_empty() {
-                out.push(ev(
-                    EventType::Normal,
-                    "PruneSkipped",
-                    pruned.kept.join("; "),
-                ));
-            }
-        }
-        Outcome::NameConflict(_) if ready_news() => {
-            let msg = find(&new.conditions, READY)
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            out.push(ev(EventType::Warning, "NameConflict", msg));
-        }
-        Outcome::ChildTerminating(_) if ready_news() => {
-            let msg = find(&new.conditions, READY)
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            out.push(ev(EventType::Warning, "ChildTerminating", msg));
-        }
-        Outcome::HostConflict(conflict) if ready_news() => {
-            out.push(ev(EventType::Warning, "HostConflict", conflict.to_string()));
-        }
-        Outcome::Invalid(errors) => {
-            let changed = find(&prev.conditions, VALID).is_none_or(|c| {
-                c.status != ConditionStatus::False || c.message != errors.to_string()
-            });
-            if changed {
-                out.push(ev(EventType::Warning, "InvalidSpec", errors.to_string()));
-            }
-        }
-        _ => {}
-    }
-    if turned(STALLED, ConditionStatus::True) && outcome.failure().is_some() {
-        let msg = find(&new.conditions, STALLED)
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        out.push(ev(EventType::Warning, "Stalled", msg));
-    }
-    let storage = |s: &KuraInstanceStatus| {
-        find(&s.conditions, STORAGE_CHANGE_PENDING).map(|c| c.message.clone())
-    };
-    if let Some(pending) = storage(new)
-        && storage(prev) != Some(pending.clone())
-    {
-        out.push(ev(EventType::Warning, "StorageChangePending", pending));
-    }
-    if turned(ROLLOUT_FAILED, ConditionStatus::True) {
-        let msg = find(&new.conditions, ROLLOUT_FAILED)
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        out.push(ev(EventType::Warning, "RolloutFailed", msg));
-    }
-    if turned(READY, ConditionStatus::True) {
-        out.push(ev(
-            EventType::Normal,
-            "Ready",
-            new.endpoint.clone().unwrap_or_default(),
-        ));
-    }
-    out
+    kura_core::events::notes_for(prev, new, outcome)
+        .into_iter()
+        .map(event)
+        .collect()
 }
 
-/// Publish `events` without holding up the reconcile: an Event is a write of
-/// its own, and awaiting it put a round trip (or a throttled retry) between an
-/// apply and the status that records it. One that cannot be written is logged
-/// and never fails the reconcile.
-///
-/// A `Recorder` made for the batch, not one for the process: kube's recorder
-/// keeps every Event it published for six minutes to fold repeats into a series,
-/// keyed without the note, so a second Applied within that time would have
-/// shown the first one's revision with a count of 2; and at a thousand
-/// instances that cache was megabytes of the operator's memory. Our Events
-/// mark transitions, each with its own note: there is nothing to fold.
+/// Inventory entries of status naming objects of another namespace.
+pub fn inventory_ignored(entries: &[String]) -> Event {
+    event(kura_core::events::inventory_ignored(entries))
+}
+
+/// A note as the Event the operator publishes.
+pub fn event(note: Note) -> Event {
+    Event {
+        type_: match note.type_ {
+            NoteType::Normal => EventType::Normal,
+            NoteType::Warning => EventType::Warning,
+        },
+        reason: note.reason,
+        note: Some(note.note),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
 /// A status write that failed: the object says so itself, since its status
 /// cannot (the API's message names the field and the reason; no secret is
 /// in a status).
@@ -195,26 +59,17 @@ pub fn status_write_failed(error: &kube::Error) -> Event {
     }
 }
 
-/// Inventory entries of status naming objects of another namespace: never
-/// read, never pruned, and dropped from status by this write.
-pub fn inventory_ignored(entries: &[String]) -> Event {
-    Event {
-        type_: EventType::Warning,
-        reason: "InventoryIgnored".into(),
-        note: Some(
-            format!(
-                "status.inventory named objects outside the instance's namespace, which it never creates; ignored (not read, not pruned) and removed: {}",
-                entries.join("; ")
-            )
-            .chars()
-            .take(1000)
-            .collect(),
-        ),
-        action: "Reconcile".into(),
-        secondary: None,
-    }
-}
-
+/// Publish `events` without holding up the reconcile: an Event is a write of
+/// its own, and awaiting it put a round trip (or a throttled retry) between an
+/// apply and the status that records it. One that cannot be written is logged
+/// and never fails the reconcile.
+///
+/// A `Recorder` made for the batch, not one for the process: kube's recorder
+/// keeps every Event it published for six minutes to fold repeats into a series,
+/// keyed without the note, so a second Applied within that time would have
+/// shown the first one's revision with a count of 2; and at a thousand
+/// instances that cache was megabytes of the operator's memory. Our Events
+/// mark transitions, each with its own note: there is nothing to fold.
 pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, events: Vec<Event>) {
     if events.is_empty() {
         return;

@@ -21,7 +21,8 @@ pub mod prune;
 mod report;
 mod rollout;
 pub mod status;
-pub mod storage;
+/// Storage the live StatefulSet keeps (pure, in `kura-core`).
+pub use kura_core::storage;
 
 pub use crate::stores::{self, labelled};
 

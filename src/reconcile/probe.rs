@@ -19,31 +19,7 @@ use crate::render::hash::short;
 /// becoming "1/3 …") at most every `status::MESSAGE_REFRESH`.
 const PROGRESSING: &str = "WorkloadProgressing";
 
-/// The reason of an activation whose workload is available on the revision
-/// and whose Ingress has no address yet.
-pub const INGRESS_NO_ADDRESS: &str = "IngressNoAddress";
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Activation {
-    Active {
-        endpoint: String,
-    },
-    Waiting {
-        reason: &'static str,
-        message: String,
-    },
-}
-
-impl Activation {
-    /// The workload is available on the applied revision (whatever its
-    /// Ingresses say): an operator-originated rollout of it is done.
-    pub fn workload_available(&self) -> bool {
-        match self {
-            Activation::Active { .. } => true,
-            Activation::Waiting { reason, .. } => *reason == INGRESS_NO_ADDRESS,
-        }
-    }
-}
+pub use kura_core::outcome::{Activation, INGRESS_NO_ADDRESS};
 
 /// The workload of an instance whose change waits for the rollout budget:
 /// `None` while it serves (its last report stands), otherwise why not, from

@@ -23,17 +23,7 @@ use crate::kind::ChildKind;
 use crate::render::ObjectId;
 use crate::validate::resolve_gateway;
 
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct PruneOutcome {
-    pub deleted: Vec<String>,
-    /// Stale objects left in place on purpose, with why (not ours, still used).
-    pub kept: Vec<String>,
-    /// Stale objects still there because their deletion failed: they stay in
-    /// the inventory until a later prune gets them.
-    pub remaining: Vec<ObjectId>,
-    /// The first failure, if any.
-    pub failure: Option<Failure>,
-}
+pub use kura_core::outcome::PruneOutcome;
 
 /// Who still uses the gateway `gateway` (serving class `class`) of `namespace`,
 /// besides the instance `except`: an instance of the namespace that desires it,
@@ -174,7 +164,7 @@ async fn prune_one(
     outcome: &mut PruneOutcome,
 ) -> Result<(), Failure> {
     let api = dynamic_api(client, id);
-    let fail = |verb, e: &kube::Error| Failure::from_kube(Stage::Prune, verb, id, e);
+    let fail = |verb, e: &kube::Error| crate::reconcile::apply::failure(Stage::Prune, verb, id, e);
     let meta = match stores.meta(id) {
         Some(meta) => meta,
         // Not in the cache: ask, never assume it is gone.

@@ -12,10 +12,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `kura-operator diff ARGS` with `kubeconfig`: exit code, stdout, stderr.
+/// `kura-operator diff`. With `-n NS`, as an operator watching only `NS`
+/// previews (the tests' operators run namespaced: `operator::Operator`).
 pub fn diff(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kura-operator"))
-        .arg("diff")
-        .args(args)
+    let watched = args
+        .iter()
+        .position(|a| *a == "-n")
+        .and_then(|at| args.get(at + 1));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura-operator"));
+    cmd.arg("diff").args(args);
+    if let Some(ns) = watched {
+        cmd.args(["--watch-namespace", ns]);
+    }
+    let out = cmd
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .env_remove("KURA_CONFIG")

@@ -110,68 +110,18 @@ pub fn validate(
     label_field("spec.account", &spec.account, MAX_ACCOUNT, &mut errs);
     label_field("spec.region", &spec.region, MAX_REGION, &mut errs);
     let account_and_region_valid = errs.len() == before;
-    if spec.image.len() > 255 || !matches(IMAGE_REF, &spec.image) {
-        errs.push(FieldError::new(
-            "spec.image",
-            format!(
-                "{:?} is not an image reference with an explicit tag or digest",
-                spec.image
-            ),
-        ));
-    }
-    if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
-        errs.push(FieldError::new(
-            "spec.replicas",
-            format!(
-                "must be between 1 and {MAX_REPLICAS}, got {}",
-                spec.replicas
-            ),
-        ));
-    }
-    hosts::check_own(spec, &mut errs);
-    if !matches(STORAGE_SIZE, &spec.storage.size) {
-        errs.push(FieldError::new(
-            "spec.storage.size",
-            format!(
-                "{:?} is not a size such as 10Gi (Mi, Gi or Ti)",
-                spec.storage.size
-            ),
-        ));
-    }
-    if let Some(class) = &spec.storage.class {
-        subdomain_field("spec.storage.class", class, &mut errs);
-    }
-    if let Some(resources) = &spec.resources {
-        resources::check_syntax("spec.resources", resources, &mut errs);
-    }
-    env::check(&spec.env, &mut errs);
-
-    let region = config.regions.get(&spec.region);
-    if region.is_none() && !spec.region.is_empty() {
-        let known: Vec<&str> = config.regions.keys().map(String::as_str).collect();
-        errs.push(FieldError::new(
-            "spec.region",
-            format!(
-                "region {:?} is not in the operator configuration (known: {})",
-                spec.region,
-                known.join(", ")
-            ),
-        ));
-    }
+    check_own_fields(spec, &mut errs);
+    let region = region_of(spec, config, &mut errs);
     let gateway = region.and_then(|r| {
-        match resolve_gateway(
+        resolve_gateway(
             spec.gateway.mode,
             &spec.account,
             &spec.region,
             r,
             &namespace,
-        ) {
-            Ok(g) => Some(g),
-            Err(e) => {
-                errs.push(e);
-                None
-            }
-        }
+        )
+        .map_err(|e| errs.push(e))
+        .ok()
     });
     // What needs the region: the default host, and the region's default resources.
     let host = region
@@ -180,18 +130,7 @@ pub fn validate(
     if let Some(host) = &host {
         hosts::check_aliases_against(spec, &name, host, &mut errs);
     }
-    if let Some(own) = &spec.resources {
-        let defaults_path = format!("regions.{}.defaultResources", spec.region);
-        let defaults = region.map(|r| resources::Source {
-            resources: &r.default_resources,
-            path: &defaults_path,
-        });
-        let own = resources::Source {
-            resources: own,
-            path: "spec.resources",
-        };
-        resources::check_limits_cover_requests(own, defaults, &mut errs);
-    }
+    check_resources_within_region(spec, region, &mut errs);
 
     ValidationErrors::from_vec(errs)?;
     let (Some(region), Some(gateway), Some(host)) = (region, gateway, host) else {
@@ -217,6 +156,89 @@ pub fn validate(
         env: spec.env.clone(),
         gateway,
     })
+}
+
+/// The fields that need nothing but themselves: image, replicas, own hosts,
+/// storage, the resources' syntax, env.
+fn check_own_fields(spec: &KuraInstanceSpec, errs: &mut Vec<FieldError>) {
+    if spec.image.len() > 255 || !matches(IMAGE_REF, &spec.image) {
+        errs.push(FieldError::new(
+            "spec.image",
+            format!(
+                "{:?} is not an image reference with an explicit tag or digest",
+                spec.image
+            ),
+        ));
+    }
+    if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
+        errs.push(FieldError::new(
+            "spec.replicas",
+            format!(
+                "must be between 1 and {MAX_REPLICAS}, got {}",
+                spec.replicas
+            ),
+        ));
+    }
+    hosts::check_own(spec, errs);
+    if !matches(STORAGE_SIZE, &spec.storage.size) {
+        errs.push(FieldError::new(
+            "spec.storage.size",
+            format!(
+                "{:?} is not a size such as 10Gi (Mi, Gi or Ti)",
+                spec.storage.size
+            ),
+        ));
+    }
+    if let Some(class) = &spec.storage.class {
+        subdomain_field("spec.storage.class", class, errs);
+    }
+    if let Some(resources) = &spec.resources {
+        resources::check_syntax("spec.resources", resources, errs);
+    }
+    env::check(&spec.env, errs);
+}
+
+/// The instance's region in the configuration, or an error naming the known ones.
+fn region_of<'c>(
+    spec: &KuraInstanceSpec,
+    config: &'c OperatorConfig,
+    errs: &mut Vec<FieldError>,
+) -> Option<&'c RegionConfig> {
+    let region = config.regions.get(&spec.region);
+    if region.is_none() && !spec.region.is_empty() {
+        let known: Vec<&str> = config.regions.keys().map(String::as_str).collect();
+        errs.push(FieldError::new(
+            "spec.region",
+            format!(
+                "region {:?} is not in the operator configuration (known: {})",
+                spec.region,
+                known.join(", ")
+            ),
+        ));
+    }
+    region
+}
+
+/// The instance's own resources, over the region's defaults: every limit
+/// covers its request.
+fn check_resources_within_region(
+    spec: &KuraInstanceSpec,
+    region: Option<&RegionConfig>,
+    errs: &mut Vec<FieldError>,
+) {
+    let Some(own) = &spec.resources else {
+        return;
+    };
+    let defaults_path = format!("regions.{}.defaultResources", spec.region);
+    let defaults = region.map(|r| resources::Source {
+        resources: &r.default_resources,
+        path: &defaults_path,
+    });
+    let own = resources::Source {
+        resources: own,
+        path: "spec.resources",
+    };
+    resources::check_limits_cover_requests(own, defaults, errs);
 }
 
 /// The instance's name is its Service's (a DNS-1035 label), and its children append

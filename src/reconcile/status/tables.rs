@@ -4,11 +4,15 @@
 use jiff::Timestamp;
 
 use super::*;
-use crate::api::conditions::find;
+use crate::api::conditions::{ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, find};
+use crate::api::{Condition, ConditionStatus, Phase, RetryStatus};
 use crate::reconcile::apply::{Failure, FailureClass, Stage};
 use crate::reconcile::events::events_for;
 use crate::reconcile::plan::fixtures::{converged, desired};
+use crate::reconcile::plan::{ApplyReason, Observed, RetryPolicy};
+use crate::reconcile::probe::Activation;
 use crate::reconcile::prune::PruneOutcome;
+use crate::render::Desired;
 use crate::render::ObjectId;
 use crate::validate::FieldError;
 

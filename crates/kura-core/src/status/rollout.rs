@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{Outcome, StatusInputs, condition};
 use crate::api::conditions::{ROLLOUT_FAILED, ROLLOUT_HELD};
 use crate::api::{Condition, ConditionStatus, KuraInstanceStatus, RolloutState, RolloutStatus};
-use crate::reconcile::probe::Activation;
+use crate::outcome::Activation;
 use crate::render::hash::short;
 use crate::rollout::{self, Admission, Origin};
 
@@ -40,9 +40,6 @@ pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &Status
         return;
     };
     let r = &i.rollout;
-    let prev = i.observed.status.rollout.as_ref();
-    let admitted_here =
-        prev.is_some_and(|p| p.state == RolloutState::Admitted && p.revision == d.revision);
     // Its pods serve on the revision: the rollout is done, whatever its
     // Ingresses say (a rollout restarts pods, not addresses).
     let active = i.activation.is_some_and(Activation::workload_available);
@@ -54,49 +51,7 @@ pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &Status
         } => Some(admission),
         _ => None,
     };
-    s.rollout = match (i.outcome, held) {
-        (Outcome::Admitted, _) => Some(rollout::record(
-            RolloutState::Admitted,
-            r.fleet_revision,
-            &d.revision,
-            true,
-            i.now,
-        )),
-        (_, Some(_)) => Some(match prev {
-            // Waiting since the first pass that found it waiting.
-            Some(p)
-                if p.state == RolloutState::Waiting
-                    && p.revision == d.revision
-                    && p.fleet_revision == r.fleet_revision =>
-            {
-                p.clone()
-            }
-            _ => rollout::record(
-                RolloutState::Waiting,
-                r.fleet_revision,
-                &d.revision,
-                true,
-                i.now,
-            ),
-        }),
-        (Outcome::Applied { .. }, None) if admitted_here => prev.cloned(),
-        (Outcome::Applied { .. }, None) if r.uncounted => Some(rollout::record(
-            RolloutState::Admitted,
-            r.fleet_revision,
-            &d.revision,
-            false,
-            i.now,
-        )),
-        (Outcome::Applied { .. }, None) => None,
-        // Serving again on the admitted revision: the rollout is done. A waiting
-        // record with nothing left to change is over too.
-        (Outcome::Converged, None)
-            if active || prev.is_some_and(|p| p.state == RolloutState::Waiting) =>
-        {
-            None
-        }
-        _ => prev.cloned(),
-    };
+    s.rollout = next_record(i, &d.revision, held.is_some(), active);
     fresh.retain(|c| c.type_ != ROLLOUT_HELD && c.type_ != ROLLOUT_FAILED);
     if let Some(admission) = held {
         fresh.push(condition(
@@ -120,6 +75,60 @@ pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &Status
             failed_message(record, r.deadline),
             i,
         ));
+    }
+}
+
+/// The rollout record after this pass: admitted, waiting (since the first
+/// pass that found it waiting), taken uncounted, done, or as it was.
+fn next_record(
+    i: &StatusInputs,
+    revision: &str,
+    held: bool,
+    active: bool,
+) -> Option<RolloutStatus> {
+    let r = &i.rollout;
+    let prev = i.observed.status.rollout.as_ref();
+    let admitted_here =
+        prev.is_some_and(|p| p.state == RolloutState::Admitted && p.revision == revision);
+    match i.outcome {
+        Outcome::Admitted => Some(rollout::record(
+            RolloutState::Admitted,
+            r.fleet_revision,
+            revision,
+            true,
+            i.now,
+        )),
+        _ if held => Some(match prev {
+            Some(p)
+                if p.state == RolloutState::Waiting
+                    && p.revision == revision
+                    && p.fleet_revision == r.fleet_revision =>
+            {
+                p.clone()
+            }
+            _ => rollout::record(
+                RolloutState::Waiting,
+                r.fleet_revision,
+                revision,
+                true,
+                i.now,
+            ),
+        }),
+        Outcome::Applied { .. } if admitted_here => prev.cloned(),
+        Outcome::Applied { .. } if r.uncounted => Some(rollout::record(
+            RolloutState::Admitted,
+            r.fleet_revision,
+            revision,
+            false,
+            i.now,
+        )),
+        Outcome::Applied { .. } => None,
+        // Serving again on the admitted revision: the rollout is done. A waiting
+        // record with nothing left to change is over too.
+        Outcome::Converged if active || prev.is_some_and(|p| p.state == RolloutState::Waiting) => {
+            None
+        }
+        _ => prev.cloned(),
     }
 }
 

@@ -79,7 +79,7 @@ mod tests {
     use crate::validate::validate;
 
     fn instance(class: Option<&str>) -> ValidatedInstance {
-        let config = OperatorConfig::parse(include_str!("../../examples/config.yaml")).unwrap();
+        let config = OperatorConfig::parse(include_str!("../../../examples/config.yaml")).unwrap();
         let mut spec = serde_json::json!({
             "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
             "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
