@@ -39,6 +39,7 @@ mod ops;
 mod orphans;
 mod ownership;
 mod plane_faults;
+mod preview_truth;
 mod progress;
 mod readme;
 mod recovery;

@@ -214,6 +214,17 @@ impl Operator {
         Some(sample(&body, series).unwrap_or(0.0))
     }
 
+    /// Sends `signal` (e.g. `-STOP`, `-CONT`) to the running process: a
+    /// stopped operator reads and writes nothing until it is continued.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("running");
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal}");
+    }
+
     pub fn alive(&mut self) -> bool {
         self.child
             .as_mut()
