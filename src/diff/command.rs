@@ -110,7 +110,8 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
         .collect();
     drop(live);
     // The caches list only labelled objects: the names the operator would
-    // create are read, as it reads them before its first write.
+    // create are read, as it reads them before its first write (or after a
+    // lone create it sends is refused).
     // Rare on a running fleet (nothing to create), so a few at a time.
     let reads = instances
         .iter()
@@ -130,7 +131,7 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
         .collect()
         .await;
     for (at, taken) in found {
-        super::names_taken(&mut diffs[at], taken?);
+        super::names_found(&mut diffs[at], taken?);
     }
     // A gateway is pruned only when nothing else of its namespace uses it: read
     // what decides it for the namespaces where that question arises.

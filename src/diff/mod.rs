@@ -421,25 +421,42 @@ fn sent_because(op: &ApplyOp, reasons: &[ApplyReason]) -> String {
     }
 }
 
-/// The names the operator reads before it writes `diff` (the objects it would
-/// create, when it sends more than one: `apply::names_to_check`, the same rule).
+/// The names `diff` creates, read as the operator finds them: it reads them
+/// before its first write when it sends more than one object
+/// (`apply::names_to_check`), and a lone create-only apply that the
+/// apiserver refuses reads its name then. Either way a taken name is judged
+/// before anything is written under it.
 pub fn names_to_read(diff: &InstanceDiff) -> Vec<ObjectId> {
     if diff.state != State::Changes {
         return Vec::new();
     }
-    let ops: Vec<ApplyOp> = diff
-        .written()
-        .map(|o| ApplyOp {
-            id: o.id(),
-            create: o.action == Action::Create,
-            clear_address: false,
-            keep_live_template: false,
-        })
-        .collect();
-    crate::reconcile::apply::names_to_check(&ops)
-        .into_iter()
-        .map(|op| op.id.clone())
+    diff.written()
+        .filter(|o| o.action == Action::Create)
+        .map(ObjectChange::id)
         .collect()
+}
+
+/// What the names read say (`read::taken_names`): objects under them that
+/// are someone else's (worded as the operator reports them), and those that
+/// are this instance's own or handed over to it with `kura.dev/adopt`.
+#[derive(Debug, Default, PartialEq)]
+pub struct NamesFound {
+    pub taken: Vec<String>,
+    /// Sent as an apply to the object there, not a create.
+    pub existing: Vec<(ObjectId, String)>,
+}
+
+/// Applies what the name reads found: a name someone else's object holds
+/// makes the apply a name conflict, and nothing would be written or deleted;
+/// an object that is the instance's or handed over is updated, not created.
+pub fn names_found(diff: &mut InstanceDiff, found: NamesFound) {
+    for (id, why) in found.existing {
+        if let Some(change) = diff.objects.iter_mut().find(|o| o.id() == id) {
+            change.action = Action::Update;
+            change.why = why;
+        }
+    }
+    names_taken(diff, found.taken);
 }
 
 /// Names the operator would find taken by someone else's object when it reads

@@ -193,34 +193,39 @@ pub async fn gateway_users(
     Ok((all, ingresses))
 }
 
-/// Of the names `ids` the operator would create for the instance `uid`,
-/// `name` (it reads them before writing: `apply::check_names`), those held by
-/// an object that is not the instance's, worded as the operator reports them.
-/// One metadata read per name, in parallel.
+/// What is under the names `ids` the operator would create for the instance
+/// `uid`, `name`, judged as it judges them (`apply::check_names`): someone
+/// else's object, or the instance's own or one handed over. One metadata read
+/// per name, in parallel.
 pub async fn taken_names(
     client: &Client,
     ids: &[ObjectId],
     uid: &str,
     name: &str,
-) -> Result<Vec<String>, ReadError> {
+) -> Result<super::NamesFound, ReadError> {
+    use crate::reconcile::plan::Owner;
     let reads = ids.iter().map(|id| async move {
         let api = crate::reconcile::apply::dynamic_api(client, id);
         (id, api.get_metadata_opt(&id.name).await)
     });
-    let mut taken = Vec::new();
+    let mut found = super::NamesFound::default();
     for (id, read) in futures::future::join_all(reads).await {
-        let found = read.map_err(|source| ReadError::Get {
+        let there = read.map_err(|source| ReadError::Get {
             what: id.to_string(),
             source,
         })?;
-        if let Some(found) = found
-            && let crate::reconcile::plan::Owner::Foreign(whose) =
-                crate::reconcile::observe::owner(&found.metadata, id.kind, uid, name)
-        {
-            taken.push(format!("{id} exists and {whose}"));
+        let Some(there) = there else { continue };
+        match crate::reconcile::observe::owner(&there.metadata, id.kind, uid, name) {
+            Owner::Foreign(whose) => found.taken.push(format!("{id} exists and {whose}")),
+            Owner::Adopt => found
+                .existing
+                .push((id.clone(), "exists: handed over with kura.dev/adopt".into())),
+            Owner::Ours => found
+                .existing
+                .push((id.clone(), "exists: this instance's own".into())),
         }
     }
-    Ok(taken)
+    Ok(found)
 }
 
 /// The operator configuration in a ConfigMap, under the chart's key.

@@ -409,12 +409,28 @@ fn the_names_the_operator_reads_before_writing_are_read_and_a_taken_one_is_a_con
     let mut free = fleet.diff(&config());
     super::names_taken(&mut free, Vec::new());
     assert_eq!(free, fleet.diff(&config()));
-    // A lone missing child is not read (its refused create writes nothing),
-    // nor is anything of a converged instance.
+    // Nothing of a converged instance is read; a lone missing child is (the
+    // operator reads it once its create-only apply is refused).
     let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
     assert!(super::names_to_read(&fleet.diff(&config())).is_empty());
     fleet.remove(ChildKind::NetworkPolicy, "acme");
-    assert!(super::names_to_read(&fleet.diff(&config())).is_empty());
+    let read: Vec<String> = super::names_to_read(&fleet.diff(&config()))
+        .iter()
+        .map(|id| format!("{} {}", id.kind, id.name))
+        .collect();
+    assert_eq!(read, ["NetworkPolicy acme"]);
+    // An object handed over is updated, not created.
+    let mut d = fleet.diff(&config());
+    let id = super::names_to_read(&d)[0].clone();
+    super::names_found(
+        &mut d,
+        super::NamesFound {
+            taken: Vec::new(),
+            existing: vec![(id, "exists: handed over with kura.dev/adopt".into())],
+        },
+    );
+    assert_eq!(d.state, State::Changes);
+    assert_eq!(d.objects[0].action, Action::Update, "{d:?}");
 }
 
 #[test]

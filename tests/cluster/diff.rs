@@ -19,11 +19,18 @@ pub fn diff(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
         .iter()
         .position(|a| *a == "-n")
         .and_then(|at| args.get(at + 1));
+    let mut args = args.to_vec();
+    if let Some(ns) = watched {
+        args.extend(["--watch-namespace", ns]);
+    }
+    diff_raw(kubeconfig, &args)
+}
+
+/// `kura-operator diff` with `args` as given: as an operator watching every
+/// namespace previews, unless they say otherwise.
+pub fn diff_raw(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura-operator"));
     cmd.arg("diff").args(args);
-    if let Some(ns) = watched {
-        cmd.args(["--watch-namespace", ns]);
-    }
     let out = cmd
         .arg("--kubeconfig")
         .arg(kubeconfig)

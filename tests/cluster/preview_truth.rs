@@ -136,7 +136,7 @@ impl Bench {
         let path = self.config_file(config);
         let mut args = scope.to_vec();
         args.extend(["--config", path.to_str().unwrap(), "-o", "json"]);
-        let (code, out, err) = crate::diff::diff(&self.plane.kubeconfig(), &args);
+        let (code, out, err) = crate::diff::diff_raw(&self.plane.kubeconfig(), &args);
         let report = serde_json::from_str(&out)
             .unwrap_or_else(|e| panic!("diff {args:?} exited {code}: {e}: {out}{err}"));
         (code, report)
