@@ -225,25 +225,26 @@ pub fn diff_instance(
                 })
                 .collect();
         }
-        Verdict::Valid(valid) => report_valid(
-            &mut out, instance, &decision, valid, config, live, show_diff, now,
-        ),
+        Verdict::Valid(valid) => {
+            report_valid(&mut out, &decision, valid, live, show_diff);
+            if matches!(valid.plan, Plan::Apply { .. }) && valid.host_conflict.is_none() {
+                // As the operator's apply does, before it writes: the hosts
+                // are its from now on, for the instances previewed after it.
+                let _ = live.stores.claims.claim(instance, config, now);
+            }
+        }
     }
     out.settle();
     out
 }
 
 /// The report of a valid instance's decision.
-#[allow(clippy::too_many_arguments)]
 fn report_valid(
     out: &mut InstanceDiff,
-    instance: &KuraInstance,
     decision: &Decision,
     valid: &Valid,
-    config: &OperatorConfig,
     live: &Live,
     show_diff: bool,
-    now: jiff::Timestamp,
 ) {
     let problems = |messages: &[String]| -> Vec<Problem> {
         messages
@@ -276,14 +277,10 @@ fn report_valid(
             prune,
             ..
         } => {
-            // As the operator's apply does, before it writes: the hosts are
-            // its from now on, for the instances previewed after it.
-            let _ = live.stores.claims.claim(instance, config, now);
             out.pod_restart = pods_restart(apply, reasons, &valid.desired, live);
             out.waits_for_budget = out.pod_restart && waits_for_budget(&decision.observed);
             out.objects = apply.iter().map(|op| written(op, reasons)).collect();
-            let uid = instance.metadata.uid.clone().unwrap_or_default();
-            pruned(out, prune, &uid, live);
+            pruned(out, prune, &valid.validated.uid, live);
             out.reasons = reasons.iter().map(ToString::to_string).collect();
             if show_diff {
                 show_diffs(out, &valid.desired, live);

@@ -220,7 +220,7 @@ fn conditions_turned(
             message(ROLLOUT_FAILED),
         ));
     }
-    if turned(READY, ConditionStatus::True) {
+    if turned(READY, ConditionStatus::True) && !ends_a_fleet_rollout(prev, new) {
         out.push(Note::new(
             NoteType::Normal,
             "Ready",
@@ -228,6 +228,24 @@ fn conditions_turned(
         ));
     }
 }
+
+/// Ready again at the end of a rollout the operator originated (a
+/// configuration or release change, rolled out across the fleet): its
+/// `Applied` Event said what changed, and status says it is Ready, so a
+/// fleet-wide change costs one Event per instance, not two. A user's change,
+/// a first Ready, and a recovery from anything but the rollout's own progress
+/// still say `Ready`; Warning Events are never folded.
+fn ends_a_fleet_rollout(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> bool {
+    let rolling_out = find(&prev.conditions, READY)
+        .is_some_and(|c| ROLLOUT_PROGRESS.contains(&c.reason.as_str()));
+    new.applied_origin == Some(crate::rollout::Origin::Operator)
+        && rolling_out
+        && prev.applied_revision == new.applied_revision
+        && prev.applied_origin == new.applied_origin
+}
+
+/// The reasons Ready is False for while an applied revision rolls out.
+const ROLLOUT_PROGRESS: [&str; 2] = ["WorkloadProgressing", "Activating"];
 
 /// Inventory entries of status naming objects of another namespace: never
 /// read, never pruned, and dropped from status by this write.
@@ -240,4 +258,59 @@ pub fn inventory_ignored(entries: &[String]) -> Note {
             entries.join("; ")
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Condition, Phase};
+    use crate::rollout::Origin;
+
+    fn status(ready: (ConditionStatus, &str), origin: Origin) -> KuraInstanceStatus {
+        KuraInstanceStatus {
+            phase: Some(Phase::Ready),
+            applied_revision: Some("r2".into()),
+            applied_origin: Some(origin),
+            conditions: vec![Condition::new(READY, ready.0, ready.1, "")],
+            ..Default::default()
+        }
+    }
+
+    fn reasons(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> Vec<String> {
+        notes_for(prev, new, &Outcome::Converged)
+            .into_iter()
+            .map(|n| n.reason)
+            .collect()
+    }
+
+    /// A fleet-wide change: its `Applied` Event is the instance's one Event;
+    /// Ready at the end of the rollout is in status only.
+    #[test]
+    fn the_end_of_a_rollout_the_operator_originated_is_no_second_event() {
+        let rolling = status(
+            (ConditionStatus::False, "WorkloadProgressing"),
+            Origin::Operator,
+        );
+        let ready = status((ConditionStatus::True, "Active"), Origin::Operator);
+        assert!(reasons(&rolling, &ready).is_empty());
+        // Negative control: the same rollout, the user's change: Ready is said.
+        let rolling = status(
+            (ConditionStatus::False, "WorkloadProgressing"),
+            Origin::User,
+        );
+        let ready = status((ConditionStatus::True, "Active"), Origin::User);
+        assert_eq!(reasons(&rolling, &ready), ["Ready"]);
+    }
+
+    /// Ready after anything but the rollout's own progress is news: a
+    /// recovery (here, from pods that stopped serving) is said.
+    #[test]
+    fn a_recovery_is_ready_news_whoever_originated_the_revision() {
+        let down = status(
+            (ConditionStatus::False, "WorkloadUnavailable"),
+            Origin::Operator,
+        );
+        let ready = status((ConditionStatus::True, "Active"), Origin::Operator);
+        assert_eq!(reasons(&down, &ready), ["Ready"]);
+    }
 }
