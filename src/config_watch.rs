@@ -1,7 +1,11 @@
-//! Follows the operator configuration file. A ConfigMap-mounted file changes by a
-//! symlink swap, so the file's bytes are compared, not its inode events. A valid
-//! new configuration replaces the old one and reconciles every instance (its
-//! rendered output, and so its revision, may change).
+//! Follows the operator configuration: in a pod, the chart's ConfigMap through
+//! the API (`Source::ConfigMap`: a change takes effect as soon as the apiserver
+//! has it, where the mounted file follows only after the kubelet's refresh);
+//! otherwise the file, watched for changes (`Source::File`). Texts are compared,
+//! not events: a ConfigMap-mounted file changes by a symlink swap, and an
+//! unchanged text is nothing new. A valid new configuration replaces the old
+//! one and reconciles every instance (its rendered output, and so its
+//! revision, may change).
 //!
 //! An invalid file (or one that cannot be read) is never used, not even in part:
 //! the last valid configuration stays in force, so a bad edit never reaches the
@@ -17,7 +21,7 @@
 //! A valid file clears all of it, with a Normal Event `ConfigReloaded`, and
 //! takes effect.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +33,9 @@ use tokio::sync::{mpsc, watch};
 use crate::config::{ConfigError, OperatorConfig};
 use crate::metrics::Metrics;
 
-pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+mod source;
+
+pub use crate::keys::CONFIG_MAP_KEY;
 
 /// Whether the file on disk is the configuration in force.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,9 +59,10 @@ pub enum Reading {
     },
 }
 
-/// `last`: the text of the last successful read.
-pub fn assess(path: &Path, last: Option<&str>, read: &std::io::Result<String>) -> Reading {
-    let shown = path.display();
+/// `source`: where the text is from, as the messages name it; `last`: the
+/// text of the last successful read.
+pub fn assess(source: &str, last: Option<&str>, read: &std::io::Result<String>) -> Reading {
+    let shown = source;
     let text = match read {
         Ok(text) if Some(text.as_str()) == last => return Reading::Unchanged,
         Ok(text) => text,
@@ -118,8 +125,13 @@ pub struct Notice {
     pub note: String,
 }
 
-/// `state`: the file's state so far; `in_force`: the configuration in use.
-pub fn decide(path: &Path, state: &FileState, reading: Reading, in_force: &OperatorConfig) -> Step {
+/// `state`: the source's state so far; `in_force`: the configuration in use.
+pub fn decide(
+    source: &str,
+    state: &FileState,
+    reading: Reading,
+    in_force: &OperatorConfig,
+) -> Step {
     let same = |state: FileState| Step {
         state,
         apply: None,
@@ -159,7 +171,7 @@ pub fn decide(path: &Path, state: &FileState, reading: Reading, in_force: &Opera
                 notice: (!note.is_empty()).then(|| Notice {
                     warning: false,
                     reason: "ConfigReloaded",
-                    note: format!("operator config {} {note}", path.display()),
+                    note: format!("operator config {source} {note}"),
                 }),
             }
         }
@@ -235,10 +247,55 @@ pub fn pod_reference(
     })
 }
 
+/// Where the configuration is followed from after start-up.
+pub enum Source {
+    /// A file, watched for changes (a ConfigMap-mounted one changes by a
+    /// symlink swap in its directory, which is what is watched): read again
+    /// on every change, and every `FILE_FALLBACK` in case the filesystem
+    /// reports none.
+    File(PathBuf),
+    /// The chart's ConfigMap, key `config.yaml`, watched through the API (a
+    /// list and watch of that one object): a change takes effect as soon as
+    /// the apiserver has it, not after the kubelet refreshes the mounted file.
+    ConfigMap {
+        client: kube::Client,
+        namespace: String,
+        name: String,
+    },
+}
+
+impl Source {
+    /// How the messages name it.
+    pub fn shown(&self) -> String {
+        match self {
+            Source::File(path) => path.display().to_string(),
+            Source::ConfigMap {
+                namespace, name, ..
+            } => format!("ConfigMap {namespace}/{name} key {CONFIG_MAP_KEY}"),
+        }
+    }
+
+    /// Starts following: every text read (or why none could be) is sent.
+    fn start(self, texts: mpsc::Sender<std::io::Result<String>>) {
+        match self {
+            Source::File(path) => source::watch_file(path, texts, FILE_FALLBACK),
+            Source::ConfigMap {
+                client,
+                namespace,
+                name,
+            } => source::watch_config_map(client, namespace, name, texts),
+        }
+    }
+}
+
+/// A file is also read this often, whatever its watch says: the safety net
+/// for a filesystem that reports no changes.
+pub const FILE_FALLBACK: Duration = Duration::from_secs(60);
+
 /// Returns the stream of "configuration changed" ticks for `reconcile_all_on`,
-/// and the file's state for `/readyz`.
+/// and the source's state for `/readyz`.
 pub fn follow(
-    path: PathBuf,
+    source: Source,
     initial_text: String,
     tx: watch::Sender<Arc<OperatorConfig>>,
     report: Report,
@@ -246,40 +303,19 @@ pub fn follow(
     let (changed_tx, changed_rx) = mpsc::channel(1);
     // The start-up configuration is valid: an invalid one ends the start-up.
     let (state_tx, state_rx) = watch::channel(FileState::Valid);
+    let shown = source.shown();
+    let (texts_tx, mut texts) = mpsc::channel(4);
+    source.start(texts_tx);
     tokio::spawn(async move {
         let mut last = Some(initial_text);
-        let mut interval = tokio::time::interval(POLL_INTERVAL);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            interval.tick().await;
-            let read = tokio::fs::read_to_string(&path).await;
-            let reading = assess(&path, last.as_deref(), &read);
+        while let Some(read) = texts.recv().await {
+            let reading = assess(&shown, last.as_deref(), &read);
             last = read.ok();
             let step = {
                 let in_force = tx.borrow();
-                decide(&path, &state_tx.borrow(), reading, &in_force)
+                decide(&shown, &state_tx.borrow(), reading, &in_force)
             };
-            if let Some(valid) = step.reload {
-                report.metrics.count_config_reload(valid);
-            }
-            report
-                .metrics
-                .set_config_valid(step.state == FileState::Valid);
-            match (&step.notice, &step.apply) {
-                (Some(n), _) if n.warning => {
-                    tracing::error!(path = %path.display(), error = %n.note, "ignoring invalid operator configuration")
-                }
-                (_, Some(_)) => {
-                    tracing::info!(path = %path.display(), "operator configuration changed; reconciling every instance")
-                }
-                (Some(_), None) => {
-                    tracing::info!(path = %path.display(), "operator configuration valid again; the configuration in force is unchanged")
-                }
-                (None, None) => {}
-            }
-            if let (Some(notice), Some(events)) = (&step.notice, &report.events) {
-                events.publish(notice);
-            }
+            report_step(&shown, &step, &report);
             if let Some(config) = step.apply {
                 tx.send_replace(Arc::new(config));
                 let _ = changed_tx.try_send(());
@@ -294,6 +330,31 @@ pub fn follow(
     (tokio_stream_from(changed_rx), state_rx)
 }
 
+/// The metrics, the log line and the Event of one step.
+fn report_step(shown: &str, step: &Step, report: &Report) {
+    if let Some(valid) = step.reload {
+        report.metrics.count_config_reload(valid);
+    }
+    report
+        .metrics
+        .set_config_valid(step.state == FileState::Valid);
+    match (&step.notice, &step.apply) {
+        (Some(n), _) if n.warning => {
+            tracing::error!(source = %shown, error = %n.note, "ignoring invalid operator configuration")
+        }
+        (_, Some(_)) => {
+            tracing::info!(source = %shown, "operator configuration changed; reconciling every instance")
+        }
+        (Some(_), None) => {
+            tracing::info!(source = %shown, "operator configuration valid again; the configuration in force is unchanged")
+        }
+        (None, None) => {}
+    }
+    if let (Some(notice), Some(events)) = (&step.notice, &report.events) {
+        events.publish(notice);
+    }
+}
+
 fn tokio_stream_from(mut rx: mpsc::Receiver<()>) -> impl Stream<Item = ()> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
@@ -304,8 +365,8 @@ mod tests {
 
     const GOOD: &str = "regions:\n  r1:\n    network: host\n    sharedIngressClass: shared\n    domain: kura.test\n";
 
-    fn path() -> PathBuf {
-        PathBuf::from("/etc/kura-operator/config.yaml")
+    fn path() -> String {
+        "/etc/kura-operator/config.yaml".into()
     }
 
     fn good() -> OperatorConfig {

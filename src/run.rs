@@ -16,6 +16,14 @@ pub struct RunArgs {
     )]
     pub config: PathBuf,
 
+    /// Follow the configuration through the API from this ConfigMap,
+    /// `NAMESPACE/NAME` (key `config.yaml`; the chart sets its own), instead
+    /// of the file after start-up: a change takes effect as soon as the
+    /// apiserver has it, not after the kubelet refreshes the mounted file.
+    /// Start-up still reads `--config`.
+    #[arg(long, env = "KURA_CONFIG_MAP", value_name = "NAMESPACE/NAME")]
+    pub config_map: Option<String>,
+
     /// Watch only this namespace (the chart's namespaced mode, with a Role instead of a ClusterRole).
     /// All namespaces when absent.
     #[arg(long, env = "KURA_WATCH_NAMESPACE")]
@@ -160,8 +168,22 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         metrics: probes.metrics.clone(),
         events: crate::config_watch::PodEvents::from_env(client.clone(), reporter.clone()),
     };
+    let source = match &args.config_map {
+        Some(at) => {
+            let (namespace, name) = at
+                .split_once('/')
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                .ok_or_else(|| format!("--config-map {at:?}: expected NAMESPACE/NAME"))?;
+            crate::config_watch::Source::ConfigMap {
+                client: client.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            }
+        }
+        None => crate::config_watch::Source::File(args.config.clone()),
+    };
     let (config_changed, config_state) =
-        crate::config_watch::follow(args.config.clone(), config_text, config_tx, report);
+        crate::config_watch::follow(source, config_text, config_tx, report);
     probes.set_config_state(config_state);
     let scope = Scope {
         client: client.clone(),

@@ -22,8 +22,7 @@ use crate::kind::ChildKind;
 /// 500 StatefulSets as JSON values took tens of MiB).
 const PAGE: u32 = 200;
 
-/// The key of the chart's ConfigMap (charts/kura-operator/templates/configmap.yaml).
-pub const CONFIG_MAP_KEY: &str = "config.yaml";
+pub use crate::keys::CONFIG_MAP_KEY;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {

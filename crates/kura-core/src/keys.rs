@@ -64,3 +64,7 @@ pub const KURA_CONTAINER: &str = "kura";
 
 /// Port the Kura cache serves HTTP (and `GET /up`) on.
 pub const CACHE_PORT: i32 = 8080;
+
+/// The key of the operator configuration in the chart's ConfigMap
+/// (charts/kura-operator/templates/configmap.yaml).
+pub const CONFIG_MAP_KEY: &str = "config.yaml";

@@ -252,3 +252,80 @@ async fn namespaced_mode_can_publish_the_config_event_in_the_pods_own_namespace(
         op.log()
     );
 }
+
+/// In a pod the chart has the operator follow its ConfigMap through the API
+/// (`--config-map`): a change takes effect as soon as the apiserver has it,
+/// not after the kubelet refreshes the mounted file (tens of seconds). Here
+/// the file is never touched: what changes the instance can only have come
+/// through the API. An invalid edit is reported naming the ConfigMap, the
+/// last valid configuration staying in force.
+#[tokio::test]
+async fn a_config_map_edit_reaches_the_operator_through_the_api() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let ns = TestNamespace::new("ops-config-map").await;
+    let classes = shared_class(&ns).await;
+    let good = config(&ns.name, "host", "example.com/none");
+    let maps: Api<ConfigMap> = ns.api();
+    let put = |text: String| {
+        let maps = maps.clone();
+        async move {
+            apply_json(
+                &maps,
+                "test",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "kura-operator-config"},
+                       "data": {"config.yaml": text}}),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    put(good.clone()).await;
+    let at = format!("{}/kura-operator-config", ns.name);
+    let op = Operator::start_full(&ns.name, &good, &["--config-map", &at], &[]);
+    let instances: Api<KuraInstance> = ns.api();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    let before = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+
+    // An invalid edit: reported naming the ConfigMap, nothing applied.
+    put(good.replace("replicas: 1", "replicas: 0")).await;
+    let (_, why) = wait_for("/readyz to answer 503", Duration::from_secs(30), || async {
+        let answer = op.get("/readyz").await?;
+        (answer.0 == 503).then_some(answer)
+    })
+    .await;
+    assert!(
+        why.contains(&format!("ConfigMap {at} key config.yaml"))
+            && why.contains("gateway.replicas"),
+        "/readyz names the ConfigMap and the error: {why}"
+    );
+
+    // A valid edit (another domain): applied, the file untouched.
+    put(good.replace("domain: kura.test", "domain: kura.example")).await;
+    wait_applied(
+        &instances,
+        "acme",
+        before.applied_revision.as_deref(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        op.get("/readyz").await,
+        Some((200, "ok".to_string())),
+        "valid again"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&op.config_path).unwrap(),
+        good,
+        "negative control: the file still holds the start-up configuration, so the change came through the API"
+    );
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}

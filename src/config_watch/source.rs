@@ -1,0 +1,142 @@
+//! The two sources of the configuration after start-up: a file watched for
+//! changes, and a ConfigMap watched through the API. Each sends every text it
+//! reads (or why it could read none); what the text means is `follow`'s.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use notify::Watcher;
+use tokio::sync::mpsc;
+
+use super::CONFIG_MAP_KEY;
+
+/// Reads `path` at once, then whenever its directory changes (a mounted
+/// ConfigMap's file is swapped by renaming a symlink there, which a watch of
+/// the file alone misses), and every `fallback` in any case. Without a file
+/// watch (none available here), every 2 s.
+pub fn watch_file(path: PathBuf, texts: mpsc::Sender<io::Result<String>>, fallback: Duration) {
+    let (poke_tx, mut poke) = mpsc::channel::<()>(1);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            // Full: a read is already due, and it will see this change too.
+            let _ = poke_tx.try_send(());
+        }
+    })
+    .and_then(|mut w| {
+        w.watch(&dir, notify::RecursiveMode::NonRecursive)
+            .map(|()| w)
+    });
+    let every = match &watcher {
+        Ok(_) => fallback,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the configuration's directory; reading it every 2s");
+            Duration::from_secs(2)
+        }
+    };
+    tokio::spawn(async move {
+        // Kept for as long as the file is followed: dropping it ends the watch.
+        let _watcher = watcher;
+        loop {
+            tokio::select! {
+                _ = poke.recv() => {}
+                _ = tokio::time::sleep(every) => {}
+            }
+            let read = tokio::fs::read_to_string(&path).await;
+            if texts.send(read).await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Lists and watches the one ConfigMap `namespace/name` (a field selector on
+/// its name, so a Role limited to that name allows it) and sends its
+/// `config.yaml` on every change; a deleted ConfigMap, or one without the
+/// key, is a text that cannot be read. A failing watch is retried with
+/// backoff, the last valid configuration in force meanwhile.
+pub fn watch_config_map(
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    texts: mpsc::Sender<io::Result<String>>,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut events = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            let text = match event {
+                Ok(watcher::Event::Apply(map) | watcher::Event::InitApply(map)) => text_of(&map),
+                Ok(watcher::Event::Delete(_)) => Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the ConfigMap was deleted",
+                )),
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+                Err(e) => {
+                    tracing::warn!(configmap = %format!("{namespace}/{name}"), error = %e, "watching the configuration failed; retrying");
+                    continue;
+                }
+            };
+            if texts.send(text).await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+fn text_of(map: &ConfigMap) -> io::Result<String> {
+    map.data
+        .as_ref()
+        .and_then(|d| d.get(CONFIG_MAP_KEY))
+        .cloned()
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the ConfigMap has no key {CONFIG_MAP_KEY}"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change of the file arrives from the file watch: the fallback read
+    /// is an hour away, so only the watch can bring it.
+    #[tokio::test]
+    async fn a_change_of_the_file_arrives_without_waiting_for_a_poll() {
+        let dir = std::env::temp_dir().join(format!("kura-config-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, "a: 1\n").unwrap();
+        let (tx, mut rx) = mpsc::channel(4);
+        watch_file(path.clone(), tx, Duration::from_secs(3600));
+        // Swapped in by a rename, as the kubelet updates a mounted ConfigMap.
+        let tmp = dir.join("config.yaml.tmp");
+        std::fs::write(&tmp, "a: 2\n").unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match rx.recv().await {
+                    Some(Ok(text)) if text == "a: 2\n" => return text,
+                    Some(_) => continue,
+                    None => panic!("the watch ended"),
+                }
+            }
+        })
+        .await
+        .expect("the change within 30 s, with no poll due for an hour");
+        assert_eq!(seen, "a: 2\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
