@@ -174,7 +174,18 @@ fn optional_objects_render_only_when_enabled() {
             "{kind} rendered by default: {defaults:?}"
         );
     }
-    assert!(!kinds(&["--set", "leaderElection.enabled=false"]).contains(&"Role".into()));
+    // Without leader election, its Lease Role goes; the configuration's stays.
+    let roles = |extra: &[&str]| -> Vec<String> {
+        template("rel", "ops", extra)
+            .iter()
+            .filter(|o| o["kind"] == "Role")
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        roles(&["--set", "leaderElection.enabled=false"]),
+        ["rel-kura-operator-config"]
+    );
     assert!(kinds(&["--set", "serviceMonitor.enabled=true"]).contains(&"ServiceMonitor".into()));
     assert!(kinds(&["--set", "replicas=2"]).contains(&"PodDisruptionBudget".into()));
     // The chart's CRDs come with `--include-crds` (helm install applies them).
