@@ -147,8 +147,9 @@ fn cmd(program: &str, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// The repository: this crate is `crates/kura-bench` in it.
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 impl Report {
@@ -480,7 +481,7 @@ fn markdown(r: &Report, json: &str) -> String {
     }
     let _ = writeln!(
         s,
-        "\nThe operator read the changed configuration file {} s after it was written (it polls the file). \
+        "\nThe operator read the changed configuration file {} s after it was written (it watches the file). \
          Mutating requests by the kubeconfig's user `{}` (the direct client; the operator) in the namespace until each phase settled (audit log, excluding Events): \
          direct create: {}; operator create: {}; operator change: {}. Idle, any user: {}; {} converged reconciles in the window.",
         r.operator
