@@ -96,7 +96,9 @@ fn dockerignore_keeps_what_the_build_reads() {
     );
     // Cargo.toml's targets (the bench and the test harness included: cargo
     // checks that their files exist) and the lockfile --locked needs.
-    for needed in ["Cargo.toml", "Cargo.lock", "src", "benches", "tests"] {
+    // The workspace's other crates: the core the operator depends on, and the
+    // benchmark cargo reads as a member.
+    for needed in ["Cargo.toml", "Cargo.lock", "src", "benches", "tests", "crates"] {
         assert!(!ignored.contains(&needed), ".dockerignore drops {needed}");
     }
 }
