@@ -25,6 +25,7 @@ pub mod retry;
 pub mod rollout;
 pub mod rules;
 pub mod run;
+pub mod runtime_metrics;
 pub mod server;
 pub mod status_trust;
 pub mod stores;
