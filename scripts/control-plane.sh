@@ -3,6 +3,9 @@
 #
 #   scripts/control-plane.sh build    build (or reuse) etcd, kube-apiserver,
 #                                     kube-controller-manager, kubectl, helm, kura-sim
+#   scripts/control-plane.sh prometheus   build (or reuse) Prometheus and promtool (not
+#                                     part of `build`: the tests of the chart's alerts
+#                                     and dashboard use them, the demo does not)
 #   scripts/control-plane.sh up       build if needed, start everything, wait for /readyz
 #   scripts/control-plane.sh up --node   the same plus a real node (or KURA_NODE=1): see below
 #   scripts/control-plane.sh down     stop only the processes this script started
@@ -150,6 +153,36 @@ build_node() {
   done
   # A directory, not single files: containerd looks for every plugin in it.
   ln -sfn "$(node_bindir cni)" "$cache/bin/current/cni"
+}
+
+# Prometheus and promtool (tests/cluster/monitoring.rs: the unit tests of the
+# chart's alerts, and a real Prometheus scraping the operator), keyed like the
+# node's parts by this builder's own text. Tags: remove_all_sd leaves the static,
+# file and HTTP service discoveries (the tests use static targets); without
+# builtinassets the web UI is not embedded (the tests read the HTTP API only).
+tool_bindir() {
+  echo "$cache/bin/$1-$( { module_key "$modules/$1"; sed -n '/^build_tool_module()/,/^}/p' "$0"; } | sha256sum | cut -c1-16)"
+}
+
+build_tool_module() {
+  local name=$1 ldflags=$2 tags=$3; shift 3
+  local out; out=$(tool_bindir "$name")
+  if [ -f "$out/.complete" ]; then return 0; fi
+  log "building $name into $out (cold builds take minutes)"
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  (cd "$modules/$name" && CGO_ENABLED=0 nice -n 19 go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp/" "$@")
+  touch "$out.tmp/.complete"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+build_prometheus() {
+  build_tool_module prometheus "-X github.com/prometheus/common/version.Version=3.16.0" remove_all_sd \
+    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+  mkdir -p "$cache/bin/current"
+  local b
+  for b in "$(tool_bindir prometheus)"/{prometheus,promtool}; do
+    ln -sfn "$b" "$cache/bin/current/$(basename "$b")"
+  done
 }
 
 bin() { echo "$cache/bin/current/$1"; }
@@ -384,6 +417,7 @@ for arg in "$@"; do
 done
 case "$verb" in
   build) cmd_build ;;
+  prometheus) build_prometheus; tool_bindir prometheus ;;  # the directory, on stdout
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;

@@ -57,6 +57,7 @@ case "${1:-}" in
     cargo fmt --all -- --check
     cargo clippy --all-targets --locked -- -D warnings
     go test -C hack/control-plane/hostjournal ./...  # the node's host journal and its undo
+    $cp prometheus  # promtool and Prometheus for tests/cluster/monitoring.rs (cached)
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
     RUST_TEST_THREADS=4 cargo test --locked --all-targets
     ;;

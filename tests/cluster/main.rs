@@ -32,6 +32,7 @@ mod hostile_status;
 mod idle;
 mod image_drift;
 mod minimal_apply;
+mod monitoring;
 mod names;
 mod node;
 mod operator;
