@@ -198,15 +198,20 @@ pub fn compute(i: &StatusInputs) -> KuraInstanceStatus {
             fresh.push(c(STALLED, True, "InvalidSpec", msg));
         }
         Outcome::Paused => {
+            // No Ready verdict while paused (issue 26.4): the operator neither
+            // acts nor probes, so it cannot say. Without Ready, Reconciling
+            // and Stalled both False read as settled to kstatus (Flux's health
+            // checks: Current, not InProgress until a timeout) and `kubectl
+            // wait --for=condition=Ready` keeps waiting. Argo CD's check says
+            // Suspended (hack/argocd).
             s.phase = Some(Phase::Paused);
             fresh.push(c(VALID, True, "Valid", String::new()));
             fresh.push(c(
-                READY,
+                RECONCILING,
                 False,
                 "Paused",
                 "spec.paused is true: nothing is applied or deleted".into(),
             ));
-            fresh.push(c(RECONCILING, False, "Paused", String::new()));
             fresh.push(c(STALLED, False, "Paused", String::new()));
         }
         Outcome::NameConflict(conflicts) => {
