@@ -27,6 +27,7 @@ mod failures;
 mod founding_incident;
 mod gateways;
 mod gc_safety;
+mod health;
 mod host_claims;
 mod hostile_status;
 mod idle;
