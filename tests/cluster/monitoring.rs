@@ -303,3 +303,99 @@ async fn a_real_prometheus_sees_the_stalled_alert_fire_and_resolve_and_every_das
         .delete(&format!("shared-{}", ns.name), &Default::default())
         .await;
 }
+
+/// The schema node at `path` under `schema` (an object's properties, an
+/// array's items are walked through), if the CRD has it.
+fn schema_at<'a>(schema: &'a serde_yaml::Value, path: &[String]) -> Option<&'a serde_yaml::Value> {
+    let mut node = schema;
+    for part in path {
+        while node["type"].as_str() == Some("array") {
+            node = &node["items"];
+        }
+        node = node["properties"].get(part.as_str())?;
+    }
+    Some(node)
+}
+
+/// Every path the kube-state-metrics configuration reads names a field of
+/// its kind's CRD schema (metadata aside), and a StateSet's states are the
+/// field's enum: a misspelt path would give a series that never appears.
+#[test]
+fn kube_state_metrics_paths_are_fields_of_the_crds() {
+    let config: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/kura-operator/files/kube-state-metrics.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let path_of = |v: &serde_yaml::Value| -> Vec<String> {
+        v.as_sequence()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut checked = 0;
+    for resource in config["spec"]["resources"].as_sequence().unwrap() {
+        let kind = resource["groupVersionKind"]["kind"].as_str().unwrap();
+        let plural = format!("{}s", kind.to_lowercase());
+        let crd: serde_yaml::Value = serde_yaml::from_str(
+            &std::fs::read_to_string(repo().join(format!("crds/kura.dev_{plural}.yaml"))).unwrap(),
+        )
+        .unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut check = |path: Vec<String>, what: &str| {
+            if path.first().map(String::as_str) == Some("metadata") {
+                return;
+            }
+            assert!(
+                schema_at(schema, &path).is_some(),
+                "{kind} {what}: {path:?} is not in the CRD"
+            );
+            checked += 1;
+        };
+        for metric in resource["metrics"].as_sequence().unwrap() {
+            let name = metric["name"].as_str().unwrap();
+            let each = &metric["each"];
+            let kind_of = each["type"].as_str().unwrap();
+            let body = match kind_of {
+                "Info" => &each["info"],
+                "Gauge" => &each["gauge"],
+                "StateSet" => &each["stateSet"],
+                other => panic!("{other}"),
+            };
+            let base = body.get("path").map(&path_of).unwrap_or_default();
+            if !base.is_empty() {
+                check(base.clone(), name);
+            }
+            if let Some(value) = body.get("valueFrom") {
+                check([base.clone(), path_of(value)].concat(), name);
+            }
+            if let Some(labels) = body["labelsFromPath"].as_mapping() {
+                for (label, path) in labels {
+                    let label = label.as_str().unwrap();
+                    check(
+                        [base.clone(), path_of(path)].concat(),
+                        &format!("{name} {label}"),
+                    );
+                }
+            }
+            if kind_of == "StateSet" {
+                let states: Vec<&str> = body["list"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect();
+                let field = schema_at(schema, &base).unwrap();
+                let allowed: Vec<&str> = field["enum"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect();
+                assert_eq!(states, allowed, "{kind} {name}");
+            }
+        }
+    }
+    assert!(checked >= 15, "{checked} paths checked");
+}
