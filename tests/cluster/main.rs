@@ -51,3 +51,4 @@ mod stall;
 mod status_memory;
 mod storage;
 mod throttling;
+mod versions;
