@@ -3,6 +3,11 @@
 #
 #   scripts/control-plane.sh build    build (or reuse) etcd, kube-apiserver,
 #                                     kube-controller-manager, kubectl, helm, kura-sim
+#   scripts/control-plane.sh prometheus   build (or reuse) Prometheus and promtool (not
+#                                     part of `build`: the tests of the chart's alerts
+#                                     and dashboard use them, the demo does not)
+#   scripts/control-plane.sh apiserver 1.33|1.37   build (or reuse) kube-apiserver at that
+#                                     minor (the version matrix of tests/cluster/versions.rs)
 #   scripts/control-plane.sh up       build if needed, start everything, wait for /readyz
 #   scripts/control-plane.sh up --node   the same plus a real node (or KURA_NODE=1): see below
 #   scripts/control-plane.sh down     stop only the processes this script started
@@ -150,6 +155,58 @@ build_node() {
   done
   # A directory, not single files: containerd looks for every plugin in it.
   ln -sfn "$(node_bindir cni)" "$cache/bin/current/cni"
+}
+
+# Tools the tests use beyond the plane: Prometheus and promtool
+# (tests/cluster/monitoring.rs: the unit tests of the chart's alerts, and a real
+# Prometheus scraping the operator) and kube-apiserver at other minors
+# (tests/cluster/versions.rs). Keyed like the node's parts: the module's key,
+# this builder's text, and the link flags and tags.
+tool_bindir() {
+  echo "$cache/bin/$1-$( { module_key "$modules/$1"; sed -n '/^build_tool_module()/,/^}/p' "$0"; echo "$2 $3"; } | sha256sum | cut -c1-16)"
+}
+
+build_tool_module() {
+  local name=$1 ldflags=$2 tags=$3; shift 3
+  local out; out=$(tool_bindir "$name" "$ldflags" "$tags")
+  if [ -f "$out/.complete" ]; then return 0; fi
+  log "building $name into $out (cold builds take minutes)"
+  rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+  (cd "$modules/$name" && CGO_ENABLED=0 nice -n 19 go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp/" "$@")
+  touch "$out.tmp/.complete"
+  rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+# Prints the binaries' directory.
+# Tags: remove_all_sd leaves the static, file and HTTP service discoveries (the
+# tests use static targets); without builtinassets the web UI is not embedded
+# (the tests read the HTTP API only).
+build_prometheus() {
+  local ldflags="-X github.com/prometheus/common/version.Version=3.16.0" tags=remove_all_sd
+  build_tool_module prometheus "$ldflags" "$tags" \
+    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+  mkdir -p "$cache/bin/current"
+  local b dir; dir=$(tool_bindir prometheus "$ldflags" "$tags")
+  for b in "$dir"/{prometheus,promtool}; do
+    ln -sfn "$b" "$cache/bin/current/$(basename "$b")"
+  done
+  echo "$dir"
+}
+
+# kube-apiserver at another minor (hack/control-plane/apiserver-v1.MINOR: the
+# Kubernetes versions the CRDs are checked on, tests/cluster/versions.rs), cached
+# like the rest; prints its directory.
+build_apiserver() {
+  local minor=$1 module="apiserver-v$1"
+  [ -f "$modules/$module/go.mod" ] || die "no module $module (hack/control-plane/$module)"
+  local version; version=$(sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$modules/$module/go.mod")
+  [ -n "$version" ] || die "$module/go.mod requires no k8s.io/kubernetes version"
+  local v ldflags=""
+  for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=${minor#1.} -X $v.gitTreeState=clean"
+  done
+  build_tool_module "$module" "$ldflags" "" k8s.io/kubernetes/cmd/kube-apiserver
+  tool_bindir "$module" "$ldflags" ""
 }
 
 bin() { echo "$cache/bin/current/$1"; }
@@ -376,17 +433,21 @@ source "$repo/scripts/control-plane-node.sh"
 
 verb=${1:-}
 shift || true
+apiserver_minor=""
 for arg in "$@"; do
   case "$arg" in
     --node) export KURA_NODE=1 ;;
+    1.[0-9]*) [ "$verb" = apiserver ] || { echo "unknown argument: $arg" >&2; exit 2; }; apiserver_minor=$arg ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
 case "$verb" in
   build) cmd_build ;;
+  prometheus) build_prometheus ;;  # the directory, on stdout
+  apiserver) build_apiserver "${apiserver_minor:?usage: $0 apiserver 1.33|1.37}" ;;
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 build|up|down|status|env [--node]" >&2; exit 2 ;;
+  *) echo "usage: $0 build|prometheus|apiserver MINOR|up|down|status|env [--node]" >&2; exit 2 ;;
 esac

@@ -57,6 +57,14 @@ case "${1:-}" in
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
     go test -C hack/control-plane/hostjournal ./...  # the node's host journal and its undo
+    go test -C hack/kstatus ./...  # the kstatus reader of tests/cluster/health.rs
+    # Argo CD's health checks run with Debian's Lua 5.1 (tests/cluster/health.rs).
+    if ! command -v lua5.1 >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 >/dev/null; } \
+        || { echo "dev.sh: the tests need lua5.1: apt-get install lua5.1 failed" >&2; exit 1; }
+    fi
+    $cp prometheus  # promtool and Prometheus for tests/cluster/monitoring.rs (cached)
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
     RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets
     ;;

@@ -29,6 +29,7 @@ use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 use crate::kind::ChildKind;
 use crate::reconcile::labelled::Labelled;
 use crate::reconcile::{self, stores::Stores};
+use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
 
 /// Where the operator looks: every namespace, or one.
 #[derive(Clone)]
@@ -350,14 +351,20 @@ async fn reconcile_if_leading(
     instance: Arc<KuraInstance>,
     ctx: Arc<Context>,
 ) -> Result<Action, reconcile::Error> {
+    let in_progress = ctx
+        .metrics
+        .runtime
+        .start(INSTANCE_CONTROLLER, instance.as_ref());
     if !ctx.leading() {
         return Ok(Action::await_change());
     }
     let _timer = ctx.metrics.reconcile_timer();
     let work = reconcile::reconcile(instance, ctx.clone());
-    crate::leader::while_leading(&ctx.leader, work)
+    let result = crate::leader::while_leading(&ctx.leader, work)
         .await
-        .unwrap_or(Ok(Action::await_change()))
+        .unwrap_or(Ok(Action::await_change()));
+    in_progress.done(&result);
+    result
 }
 
 /// Every reflector has listed once (what `/readyz` waits for).
@@ -379,44 +386,64 @@ pub fn instance_controller(
     let instances_store = streams.stores.instances.clone();
     let by_gateway = instances_store.clone();
     let by_class = instances_store.clone();
+    // The work-queue metrics follow every trigger (runtime_metrics.rs).
+    let q = Triggers {
+        metrics: ctx.metrics.runtime.clone(),
+        controller: INSTANCE_CONTROLLER,
+    };
+    q.metrics
+        .set_max_concurrent(INSTANCE_CONTROLLER, concurrency);
     let instances = streams
         .instances
         .predicate_filter(spec_or_annotations, Default::default());
-    let controller = Controller::for_stream(instances, instances_store)
-        .owns_stream(streams.stateful_sets)
-        .owns_stream(streams.ingresses)
-        .owns_stream(streams.services)
-        .owns_stream(streams.config_maps)
-        .owns_stream(streams.service_accounts)
-        .owns_stream(streams.pdbs)
-        .owns_stream(streams.network_policies)
+    let controller = Controller::for_stream(q.objects(instances), instances_store.clone())
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.stateful_sets))
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.ingresses))
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.services))
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.config_maps))
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.service_accounts))
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.pdbs))
+        .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.network_policies))
         // A gateway is not owned by one instance: map it to the instances using it.
-        .watches_stream(streams.gateways, move |gw: KuraGateway| {
-            let name = gw.metadata.name.clone().unwrap_or_default();
-            let ns = gw.metadata.namespace.clone();
-            instances_using(&by_gateway, ns.as_deref(), |s| {
-                s.gateway_name.as_deref() == Some(name.as_str())
-            })
-        })
+        .watches_stream(
+            streams.gateways,
+            q.mapped(move |gw: KuraGateway| {
+                let name = gw.metadata.name.clone().unwrap_or_default();
+                let ns = gw.metadata.namespace.clone();
+                instances_using(&by_gateway, ns.as_deref(), |s| {
+                    s.gateway_name.as_deref() == Some(name.as_str())
+                })
+            }),
+        )
         // An IngressClass appearing (or changing) can activate waiting instances.
-        .watches_stream(streams.ingress_classes, move |class: IngressClass| {
-            let name = class.metadata.name.clone().unwrap_or_default();
-            instances_using(&by_class, None, |s| s.ingress_class_name == name)
-        })
+        .watches_stream(
+            streams.ingress_classes,
+            q.mapped(move |class: IngressClass| {
+                let name = class.metadata.name.clone().unwrap_or_default();
+                instances_using(&by_class, None, |s| s.ingress_class_name == name)
+            }),
+        )
         // A host freed (its holder deleted, or given other hosts) goes to
         // the instances waiting for it at once, not at the next resync.
-        .reconcile_on(streams.claims_woken)
-        .reconcile_all_on(reconcile_all)
-        .reconcile_on(futures::stream::unfold(wake, |mut rx| async move {
+        .reconcile_on(q.refs(streams.claims_woken))
+        .reconcile_all_on(q.all(reconcile_all, instances_store))
+        .reconcile_on(q.refs(futures::stream::unfold(wake, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))
-        }))
+        })))
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown);
+    let runtime = q.metrics;
     controller
         .run(reconcile_if_leading, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::trace!(error = %e, "controller event");
+        .for_each(move |result| {
+            // Triggered, then deleted before its turn: out of the queue.
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(r)) = &result {
+                runtime.forget(INSTANCE_CONTROLLER, r.namespace.as_deref(), &r.name);
+            }
+            async move {
+                if let Err(e) = result {
+                    tracing::trace!(error = %e, "controller event");
+                }
             }
         })
 }

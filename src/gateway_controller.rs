@@ -23,6 +23,7 @@ use crate::context::Context;
 use crate::controller::{GatewayStreams, jitter};
 use crate::gateway::{self, collect};
 use crate::kind::ChildKind;
+use crate::runtime_metrics::{GATEWAY_CONTROLLER, Triggers};
 
 /// Passes what a reconcile decides from (spec, labels, annotations,
 /// finalizers, deletion), not the controller's own status writes.
@@ -83,13 +84,16 @@ async fn reconcile_if_leading(
     gw: Arc<KuraGateway>,
     ctx: Arc<Context>,
 ) -> Result<Action, gateway::Error> {
+    let in_progress = ctx.metrics.runtime.start(GATEWAY_CONTROLLER, gw.as_ref());
     if !ctx.leading() {
         return Ok(Action::await_change());
     }
     let work = gateway::reconcile(gw, ctx.clone());
-    crate::leader::while_leading(&ctx.leader, work)
+    let result = crate::leader::while_leading(&ctx.leader, work)
         .await
-        .unwrap_or(Ok(Action::await_change()))
+        .unwrap_or(Ok(Action::await_change()));
+    in_progress.done(&result);
+    result
 }
 
 /// The errors that reach here are transient (apply failures of the input
@@ -158,17 +162,35 @@ pub fn gateway_controller(
     let gateways = streams
         .gateways
         .predicate_filter(decided_from, Default::default());
-    let controller = Controller::for_stream(gateways, ctx.stores.gateways.clone())
-        .owns_stream(streams.deployments)
-        .owns_stream(streams.services)
-        .watches_stream(streams.ingress_classes, gateway_of_class)
-        .watches_stream(streams.instances, |i: KuraInstance| gateways_of(&i))
-        .reconcile_all_on(leading)
+    // The work-queue metrics follow every trigger (runtime_metrics.rs).
+    let q = Triggers {
+        metrics: ctx.metrics.runtime.clone(),
+        controller: GATEWAY_CONTROLLER,
+    };
+    let runtime = q.metrics.clone();
+    let controller = Controller::for_stream(q.objects(gateways), ctx.stores.gateways.clone())
+        .owns_stream(q.owned::<KuraGateway, _, _, _>(streams.deployments))
+        .owns_stream(q.owned::<KuraGateway, _, _, _>(streams.services))
+        .watches_stream(
+            streams.ingress_classes,
+            q.mapped(|class: IngressClass| gateway_of_class(class).into_iter().collect()),
+        )
+        .watches_stream(
+            streams.instances,
+            q.mapped(|i: KuraInstance| gateways_of(&i)),
+        )
+        .reconcile_all_on(q.all(leading, ctx.stores.gateways.clone()))
         .graceful_shutdown_on(shutdown)
         .run(reconcile_if_leading, error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::trace!(error = %e, "gateway controller event");
+        .for_each(move |result| {
+            // Triggered, then deleted before its turn: out of the queue.
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(r)) = &result {
+                runtime.forget(GATEWAY_CONTROLLER, r.namespace.as_deref(), &r.name);
+            }
+            async move {
+                if let Err(e) = result {
+                    tracing::trace!(error = %e, "gateway controller event");
+                }
             }
         });
     let sweep = sweep_classes(ctx, namespace, streams.gateways_touched);

@@ -23,5 +23,6 @@ pub mod memory;
 pub mod metrics;
 pub mod reconcile;
 pub mod run;
+pub mod runtime_metrics;
 pub mod server;
 pub mod stores;

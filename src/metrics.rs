@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::KuraInstance;
 use crate::api::conditions::{self, STALLED};
+use crate::runtime_metrics::RuntimeMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -46,6 +47,8 @@ struct PhaseLabel {
 
 pub struct Metrics {
     registry: Registry,
+    /// The conventional families (controller-runtime's names), beside these.
+    pub runtime: Arc<RuntimeMetrics>,
     reconciles: Family<ResultLabel, Counter>,
     gateway_reconciles: Family<ResultLabel, Counter>,
     duration: Histogram,
@@ -151,6 +154,7 @@ impl Default for Metrics {
         );
         Metrics {
             registry,
+            runtime: Arc::default(),
             status_writes,
             status_failing: Mutex::new(None),
             reconciles,
@@ -228,6 +232,7 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+        self.runtime.set_leader(leading);
     }
 
     pub fn set_config_valid(&self, valid: bool) {
@@ -269,8 +274,12 @@ impl Metrics {
         for (state, n) in by_state {
             self.rollout.get_or_create(&StateLabel { state }).set(n);
         }
+        self.runtime.refresh();
         let mut out = String::new();
-        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, self.runtime.registry()))
+            .and_then(|()| encode_eof(&mut out))
+            .expect("writing to a String cannot fail");
         out
     }
 }

@@ -136,7 +136,13 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = OperatorConfig::load(&args.config)?;
     // A read may stay silent for as long as a watch does.
     let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
-    let client = client(args.kubeconfig.as_deref(), read_timeout).await?;
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let client = observed_client(
+        args.kubeconfig.as_deref(),
+        read_timeout,
+        metrics.runtime.clone(),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
@@ -146,7 +152,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         let _ = rx.wait_for(|s| *s).await;
     };
     // Served while the apiserver is still being reached: alive, not ready.
-    let probes = Arc::new(Probes::default());
+    let probes = Arc::new(Probes::with_metrics(metrics));
     // Read and checked above: an invalid start-up configuration exits.
     probes.metrics.set_config_valid(true);
     let serving = tokio::spawn(server::serve(
@@ -266,6 +272,9 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
             crate::leader::campaign(client, settings, leader_tx, released).await;
         }
     };
+    if args.leader_elect {
+        probes.metrics.runtime.leader_election(&args.lease_name);
+    }
     let leader_gauge = follow_leader(ctx.leader.clone(), probes.metrics.clone());
     tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, "kura-operator running");
     let signal = async move {
@@ -372,6 +381,16 @@ pub async fn client(
     kubeconfig: Option<&std::path::Path>,
     read_timeout: std::time::Duration,
 ) -> Result<kube::Client, Box<dyn std::error::Error>> {
+    observed_client(kubeconfig, read_timeout, Default::default()).await
+}
+
+/// [`client`], its requests counted and its lists and watches followed in
+/// `metrics` (`rest_client_requests_total`, `kura_watch_staleness_seconds`).
+pub async fn observed_client(
+    kubeconfig: Option<&std::path::Path>,
+    read_timeout: std::time::Duration,
+    metrics: std::sync::Arc<crate::runtime_metrics::RuntimeMetrics>,
+) -> Result<kube::Client, Box<dyn std::error::Error>> {
     let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -391,8 +410,16 @@ pub async fn client(
     // A response whose headers do not come within a bound is abandoned (a watch's
     // body may then stream for minutes: only its start is bounded).
     let timeout = tower::timeout::TimeoutLayer::new(RESPONSE_TIMEOUT);
+    // Outside the timeout: a request it abandons counts as one without a response.
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let observed = crate::runtime_metrics::RestLayer::new(metrics, &host);
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&timeout)
+        .with_layer(&observed)
         .build())
 }
 

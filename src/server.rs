@@ -51,6 +51,15 @@ pub struct Probes {
 }
 
 impl Probes {
+    /// Probes reporting `metrics` (made before the client, which counts its
+    /// requests in them).
+    pub fn with_metrics(metrics: Arc<Metrics>) -> Self {
+        Probes {
+            metrics,
+            ..Probes::default()
+        }
+    }
+
     pub fn set_instances(&self, store: Store<KuraInstance>) {
         let _ = self.instances.set(store);
     }

@@ -98,7 +98,14 @@ fn dockerignore_keeps_what_the_build_reads() {
     // checks that their files exist) and the lockfile --locked needs.
     // The workspace's other crates: the core the operator depends on, and the
     // benchmark cargo reads as a member.
-    for needed in ["Cargo.toml", "Cargo.lock", "src", "benches", "tests", "crates"] {
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "src",
+        "benches",
+        "tests",
+        "crates",
+    ] {
         assert!(!ignored.contains(&needed), ".dockerignore drops {needed}");
     }
 }

@@ -15,7 +15,7 @@ fn instances(ns: &TestNamespace) -> Api<DynamicObject> {
 }
 
 /// A well-formed instance; each case breaks one field of it.
-fn valid(name: &str) -> Value {
+pub(crate) fn valid(name: &str) -> Value {
     json!({
         "apiVersion": "kura.dev/v1alpha1",
         "kind": "KuraInstance",
@@ -285,14 +285,20 @@ fn cases() -> Vec<Case> {
 #[tokio::test]
 async fn malformed_instances_are_rejected_naming_the_field() {
     let ns = TestNamespace::new("adm-bad").await;
-    let api = instances(&ns);
+    let failures = malformed_rejected(&instances(&ns)).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every malformed case created through `api`: what was not rejected as it
+/// should be (also run on other Kubernetes versions, tests/cluster/versions.rs).
+pub(crate) async fn malformed_rejected(api: &Api<DynamicObject>) -> Vec<String> {
     let cases = cases();
     assert!(cases.len() >= 18);
     let mut failures = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let mut body = valid(&format!("bad-{i}"));
         (case.edit)(&mut body);
-        match rejection(&api, body).await {
+        match rejection(api, body).await {
             Ok(message) if message.contains(case.field) && message.contains(case.says) => {}
             Ok(message) => failures.push(format!(
                 "{}: expected {:?} and {:?} in: {message}",
@@ -301,7 +307,7 @@ async fn malformed_instances_are_rejected_naming_the_field() {
             Err(e) => failures.push(format!("{}: {e}", case.what)),
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    failures
 }
 
 /// The positive control: without it, a schema rejecting everything would pass above.

@@ -211,7 +211,7 @@ fn helm_lint_passes_also_strict() {
         &[][..],
         &[
             "--set",
-            "replicas=3,watchNamespace=apps,serviceMonitor.enabled=true",
+            "replicas=3,watchNamespace=apps,serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true,kubeStateMetrics.enabled=true",
         ][..],
     ] {
         for strict in [false, true] {

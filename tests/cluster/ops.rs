@@ -5,6 +5,7 @@
 //! against the real control plane.
 
 mod config;
+mod conventional;
 mod leader;
 mod logs;
 mod metrics;

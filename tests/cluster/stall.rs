@@ -17,7 +17,7 @@ use kura_operator::api::{KuraInstance, Phase};
 
 /// A ValidatingAdmissionPolicy (enforced by the apiserver itself) that rejects
 /// StatefulSets with more than 2 replicas in one namespace.
-async fn deny_big_statefulsets(ns: &TestNamespace) -> impl Drop {
+pub(crate) async fn deny_big_statefulsets(ns: &TestNamespace) -> impl Drop {
     let gvk = |kind: &str| GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
     let policy_api: Api<DynamicObject> = Api::all_with(
         ns.client.clone(),

@@ -208,6 +208,17 @@ fn nothing_applied(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &S
     s.phase = Some(phase);
     let stalled = phase == Phase::Stalled;
     fresh.push(c(VALID, True, "Valid", String::new()));
+    if phase == Phase::Paused {
+        // No Ready verdict while paused: the operator neither acts nor
+        // probes, so it cannot say. Without Ready, Reconciling and Stalled
+        // both False read as settled to kstatus (Flux's health checks:
+        // Current, not InProgress until a timeout), `kubectl wait
+        // --for=condition=Ready` keeps waiting, and Argo CD's check says
+        // Suspended (hack/argocd).
+        fresh.push(c(RECONCILING, False, reason, why));
+        fresh.push(c(STALLED, False, reason, String::new()));
+        return;
+    }
     fresh.push(c(READY, False, reason, why.clone()));
     fresh.push(c(RECONCILING, False, reason, String::new()));
     if stalled {

@@ -379,11 +379,17 @@ fn invalid_paused_and_waiting_say_so_and_touch_nothing_else() {
         ["InvalidSpec"]
     );
 
+    // Paused: no Ready verdict, nothing in progress, nothing stalled.
     let (_, s) = after(&Outcome::Paused, None, None);
-    assert_eq!(
-        (s.phase, ready(&s).1.as_str()),
-        (Some(Phase::Paused), "Paused")
-    );
+    assert_eq!(s.phase, Some(Phase::Paused));
+    assert_eq!(find(&s.conditions, READY), None);
+    for t in [RECONCILING, STALLED] {
+        let c = find(&s.conditions, t).expect(t);
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::False, "Paused")
+        );
+    }
 
     let waiting = Outcome::Waiting { stalled: true };
     let (prev, s) = after(&waiting, None, None);

@@ -262,3 +262,46 @@ fn rbac_has_no_wildcards_secrets_pods_or_volume_claims() {
         }
     }
 }
+
+/// The monitoring objects are off by default; enabled, each carries its
+/// shipped file as it is (the file promtool and the Prometheus test read).
+#[test]
+fn monitoring_objects_render_only_when_enabled_and_carry_the_shipped_files() {
+    let files = chart_dir().join("files");
+    let read = |name: &str| std::fs::read_to_string(files.join(name)).unwrap();
+    let defaults = template("rel", "ops", &[]);
+    assert!(of_kind(&defaults, "PrometheusRule").is_empty());
+    let config_maps = |objects: &[Value]| -> Vec<String> {
+        of_kind(objects, "ConfigMap")
+            .iter()
+            .map(|c| c["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(config_maps(&defaults), ["rel-kura-operator-config"]);
+    let all = template(
+        "rel",
+        "ops",
+        &[
+            "--set",
+            "prometheusRule.enabled=true,grafanaDashboard.enabled=true,kubeStateMetrics.enabled=true,grafanaDashboard.namespace=grafana",
+        ],
+    );
+    let rule = of_kind(&all, "PrometheusRule");
+    let alerts: Value = serde_yaml::from_str(&read("alerts.yaml")).unwrap();
+    assert_eq!(rule[0]["spec"], alerts);
+    let data = |name: &str, key: &str| -> (String, String) {
+        let cm = of_kind(&all, "ConfigMap")
+            .into_iter()
+            .find(|c| c["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("ConfigMap {name}"));
+        (
+            cm["metadata"]["namespace"].as_str().unwrap().to_string(),
+            cm["data"][key].as_str().unwrap().to_string(),
+        )
+    };
+    let (ns, dashboard) = data("rel-kura-operator-dashboard", "kura-operator.json");
+    assert_eq!(ns, "grafana");
+    assert_eq!(dashboard, read("dashboard.json").trim_end());
+    let (_, ksm) = data("rel-kura-operator-kube-state-metrics", "kura.yaml");
+    assert_eq!(ksm, read("kube-state-metrics.yaml").trim_end());
+}

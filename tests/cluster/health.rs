@@ -1,0 +1,321 @@
+//! Health as the tools people run read it, from live objects: kstatus
+//! (sigs.k8s.io/cli-utils, the library of Flux's health checks and kpt, run by
+//! hack/kstatus), `kubectl wait --for=condition=Ready`, and the Argo CD health
+//! checks of hack/argocd (Lua, run with Debian's `lua5.1`: Argo CD's
+//! interpreter is Lua 5.1), also on their own test cases.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::operator::{Operator, config, instance, shared_class};
+use crate::support::*;
+use kura_operator::api::{KuraInstance, Phase};
+
+/// hack/kstatus, built once per test binary (Go's cache makes it quick).
+fn kstatus_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kstatus");
+        let status = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(repo().join("hack/kstatus"))
+            .status()
+            .expect("go build hack/kstatus");
+        assert!(status.success(), "go build hack/kstatus failed");
+        out
+    })
+    .clone()
+}
+
+/// kstatus's (status, message) of `object`.
+fn kstatus(object: &Value) -> (String, String) {
+    let mut child = Command::new(kstatus_bin())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run kstatus");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(object.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "kstatus failed on {object}");
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        line["status"].as_str().unwrap().to_string(),
+        line["message"].as_str().unwrap().to_string(),
+    )
+}
+
+/// `value` as a Lua expression (a table constructor for objects and arrays).
+fn lua(value: &Value) -> String {
+    match value {
+        Value::Null => "nil".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let mut out = String::from("\"");
+            for b in s.bytes() {
+                match b {
+                    b'"' | b'\\' => {
+                        out.push('\\');
+                        out.push(b as char);
+                    }
+                    0x20..=0x7e => out.push(b as char),
+                    _ => out.push_str(&format!("\\{b}")),
+                }
+            }
+            out.push('"');
+            out
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(lua).collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        Value::Object(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("[{}] = {}", lua(&Value::String(k.clone())), lua(v)))
+                .collect();
+            format!("{{{}}}", fields.join(", "))
+        }
+    }
+}
+
+/// The Argo CD health check of `kind` (`health.lua`, as Argo CD runs it: the
+/// object in the global `obj`, the script's return value the health) on `object`.
+fn argo_health(kind: &str, object: &Value) -> (String, String) {
+    let script = std::fs::read_to_string(argo_dir(kind).join("health.lua")).unwrap();
+    let chunk = format!(
+        "obj = {}\nlocal hs = (function()\n{script}\nend)()\nio.write(hs.status, \"\\n\", hs.message or \"\")\n",
+        lua(object)
+    );
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "health-{kind}-{}-{:?}.lua",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&path, chunk).unwrap();
+    let out = Command::new("lua5.1")
+        .arg(&path)
+        .output()
+        .expect("lua5.1 (Debian's package lua5.1; scripts/dev.sh test installs it)");
+    assert!(
+        out.status.success(),
+        "{kind}/health.lua failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (status, message) = text.split_once('\n').unwrap_or((&text, ""));
+    (status.to_string(), message.to_string())
+}
+
+fn argo_dir(kind: &str) -> PathBuf {
+    repo().join("hack/argocd/kura.dev").join(kind)
+}
+
+/// Argo CD's own test-case format (health_test.yaml: each input file and the
+/// health expected of it), for both kinds.
+#[test]
+fn argo_cd_health_checks_pass_their_test_cases() {
+    for kind in ["KuraInstance", "KuraGateway"] {
+        let dir = argo_dir(kind);
+        let tests: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(dir.join("health_test.yaml")).unwrap())
+                .unwrap();
+        let cases = tests["tests"].as_sequence().unwrap();
+        assert!(cases.len() >= 4, "{kind}: {} cases", cases.len());
+        for case in cases {
+            let input = case["inputPath"].as_str().unwrap();
+            let object: Value =
+                serde_yaml::from_str(&std::fs::read_to_string(dir.join(input)).unwrap()).unwrap();
+            let want = &case["healthStatus"];
+            let got = argo_health(kind, &object);
+            assert_eq!(
+                (got.0.as_str(), got.1.as_str()),
+                (
+                    want["status"].as_str().unwrap(),
+                    want["message"].as_str().unwrap_or_default()
+                ),
+                "{kind} {input}"
+            );
+        }
+    }
+}
+
+/// kstatus on the same recorded objects: what Flux's health checks and kpt
+/// make of each shape the operator writes.
+#[test]
+fn kstatus_reads_each_recorded_shape() {
+    for (kind, file, expected) in [
+        ("KuraInstance", "ready", "Current"),
+        ("KuraInstance", "activating", "InProgress"),
+        ("KuraInstance", "no-status", "Current"),
+        ("KuraInstance", "old-generation", "InProgress"),
+        ("KuraInstance", "stalled", "Failed"),
+        ("KuraInstance", "invalid", "Failed"),
+        ("KuraInstance", "paused", "Current"),
+        ("KuraGateway", "ready", "Current"),
+        ("KuraGateway", "no-status", "Current"),
+        ("KuraGateway", "old-generation", "InProgress"),
+        ("KuraGateway", "stalled", "Failed"),
+        ("KuraGateway", "retrying", "InProgress"),
+    ] {
+        let path = argo_dir(kind).join("testdata").join(format!("{file}.yaml"));
+        let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (status, message) = kstatus(&object);
+        assert_eq!(status, expected, "{kind} {file}: {message}");
+    }
+}
+
+async fn live(instances: &Api<KuraInstance>, name: &str) -> Value {
+    serde_json::to_value(instances.get(name).await.unwrap()).unwrap()
+}
+
+/// `kubectl wait --for=condition=CONDITION` on `name`, bounded by `timeout`.
+fn kubectl_wait(ns: &str, name: &str, condition: &str, timeout: &str) -> bool {
+    Command::new(kubectl())
+        .args([
+            "wait",
+            "-n",
+            ns,
+            &format!("kurainstance/{name}"),
+            &format!("--for=condition={condition}"),
+            &format!("--timeout={timeout}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("kubectl wait")
+        .success()
+}
+
+/// An instance before the operator's first status, applied, after a spec
+/// change the operator has not seen, Stalled and paused, as kstatus, `kubectl
+/// wait` and the Argo CD check read each.
+#[tokio::test]
+async fn kstatus_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() {
+    let ns = TestNamespace::new("health").await;
+    let classes = shared_class(&ns).await;
+    let _policy = crate::stall::deny_big_statefulsets(&ns).await;
+    let instances: Api<KuraInstance> = ns.api();
+
+    // Before any status: kstatus cannot tell (Current, documented), Argo CD waits.
+    apply_json(
+        &instances,
+        "test",
+        instance("early", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    let early = live(&instances, "early").await;
+    assert_eq!(kstatus(&early).0, "Current");
+    assert_eq!(
+        argo_health("KuraInstance", &early),
+        (
+            "Progressing".into(),
+            "Waiting for the operator's first status".into()
+        )
+    );
+
+    let region = config(&ns.name, "host", "example.com/none");
+    let args = ["--retry-budget", "1", "--stall-window", "60s"];
+    let mut op = Operator::start_full(&ns.name, &region, &args, &[]);
+    // Activating (its pods not available yet) or Ready, as the plane allows
+    // (kura-sim marks pods Ready; a plane with a node runs them for real).
+    let phase = wait_for("early applied", Duration::from_secs(90), || async {
+        let s = instances.get("early").await.ok()?.status?;
+        s.phase
+            .filter(|p| matches!(p, Phase::Activating | Phase::Ready))
+    })
+    .await;
+    let applied = live(&instances, "early").await;
+    let expected = match phase {
+        Phase::Ready => ("Current", "Healthy"),
+        _ => ("InProgress", "Progressing"),
+    };
+    let phase_now = applied["status"]["phase"].as_str().unwrap_or_default();
+    if phase_now == format!("{phase:?}") {
+        assert_eq!(kstatus(&applied).0, expected.0, "{phase:?}");
+        assert_eq!(
+            argo_health("KuraInstance", &applied).0,
+            expected.1,
+            "{phase:?}"
+        );
+    }
+    assert!(kubectl_wait(&ns.name, "early", "Valid", "10s"));
+
+    // A spec change the operator has not seen (it is stopped): every reader
+    // waits for the new generation, kubectl wait included (the generation is
+    // on every condition).
+    op.kill();
+    let patch = json!({"spec": {"image": "registry.example/kura:1.0.1"}});
+    instances
+        .patch("early", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let changed = live(&instances, "early").await;
+    let (status, message) = kstatus(&changed);
+    assert_eq!(status, "InProgress", "{message}");
+    assert!(message.contains("generation is 2"), "{message}");
+    assert_eq!(argo_health("KuraInstance", &changed).0, "Progressing");
+    assert!(
+        !kubectl_wait(&ns.name, "early", "Valid", "2s"),
+        "kubectl wait must not take the old generation's condition"
+    );
+    let op = Operator::start_full(&ns.name, &region, &args, &[]);
+    assert!(kubectl_wait(&ns.name, "early", "Valid", "60s"));
+    let seen = live(&instances, "early").await;
+    assert!(!kstatus(&seen).1.contains("generation is 2"), "{seen}");
+
+    // Stalled: Failed with the reason, Degraded in Argo CD.
+    let mut big = instance("big", "registry.example/kura:1.0.0");
+    big["spec"]["replicas"] = json!(3);
+    apply_json(&instances, "test", big).await.unwrap();
+    wait_for("big to be Stalled", Duration::from_secs(90), || async {
+        let s = instances.get("big").await.ok()?.status?;
+        (s.phase == Some(Phase::Stalled)).then_some(())
+    })
+    .await;
+    let stalled = live(&instances, "big").await;
+    let (status, message) = kstatus(&stalled);
+    assert_eq!(status, "Failed");
+    assert!(message.contains("at most 2 replicas"), "{message}");
+    let (health, why) = argo_health("KuraInstance", &stalled);
+    assert_eq!(health, "Degraded");
+    assert!(why.contains("at most 2 replicas"), "{why}");
+
+    // Paused: settled for kstatus (a Flux health check goes on), Suspended
+    // for Argo CD, and no Ready for kubectl wait.
+    let patch = json!({"spec": {"paused": true}});
+    instances
+        .patch("early", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_for("early to be Paused", Duration::from_secs(60), || async {
+        let s = instances.get("early").await.ok()?.status?;
+        (s.phase == Some(Phase::Paused)).then_some(())
+    })
+    .await;
+    let paused = live(&instances, "early").await;
+    let (status, message) = kstatus(&paused);
+    assert_eq!(
+        status, "Current",
+        "a paused instance reads {status}: {message}"
+    );
+    assert_eq!(argo_health("KuraInstance", &paused).0, "Suspended");
+    assert!(!kubectl_wait(&ns.name, "early", "Ready", "2s"));
+    drop(op);
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}

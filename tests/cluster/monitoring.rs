@@ -1,0 +1,401 @@
+//! The chart's monitoring, checked with Prometheus's own tools (built from its
+//! Go module by `scripts/control-plane.sh prometheus`, cached): every shipped
+//! alert has promtool unit tests and passes them; and a real Prometheus,
+//! scraping the real operator with the shipped rules, sees the stalled-instance
+//! alert fire and resolve, and gets series for every query of the shipped
+//! dashboard.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::operator::{Operator, Options, config, free_port, instance, shared_class};
+use crate::support::*;
+use kura_operator::api::KuraInstance;
+
+const ALERTS: &str = "charts/kura-operator/files/alerts.yaml";
+const ALERT_TESTS: &str = "hack/monitoring/alerts_test.yaml";
+const DASHBOARD: &str = "charts/kura-operator/files/dashboard.json";
+
+/// Where `prometheus` and `promtool` are (built on first use, then cached).
+fn prometheus_bin() -> PathBuf {
+    let out = Command::new(repo().join("scripts/control-plane.sh"))
+        .arg("prometheus")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("scripts/control-plane.sh prometheus");
+    assert!(out.status.success(), "building prometheus failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn promtool(args: &[&str]) -> (bool, String) {
+    let out = Command::new(prometheus_bin().join("promtool"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run promtool");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// The names of the alerts the chart ships.
+fn shipped_alerts() -> Vec<String> {
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo().join(ALERTS)).unwrap()).unwrap();
+    let mut names = Vec::new();
+    for group in rules["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            if let Some(alert) = rule["alert"].as_str() {
+                names.push(alert.to_string());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn every_shipped_alert_passes_its_promtool_unit_tests() {
+    let (ok, out) = promtool(&["check", "rules", ALERTS]);
+    assert!(ok, "promtool check rules:\n{out}");
+    let tests: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo().join(ALERT_TESTS)).unwrap()).unwrap();
+    let tested: Vec<&str> = tests["tests"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_sequence().into_iter().flatten())
+        .filter(|a| a["exp_alerts"].as_sequence().is_some_and(|e| !e.is_empty()))
+        .filter_map(|a| a["alertname"].as_str())
+        .collect();
+    let alerts = shipped_alerts();
+    assert!(alerts.len() >= 9, "{alerts:?}");
+    for alert in &alerts {
+        assert!(
+            tested.contains(&alert.as_str()),
+            "{alert} has no promtool test in {ALERT_TESTS} that sees it fire"
+        );
+    }
+    let (ok, out) = promtool(&["test", "rules", ALERT_TESTS]);
+    assert!(ok, "promtool test rules:\n{out}");
+}
+
+/// A Prometheus of the test's own, scraping `target` every second and
+/// evaluating the shipped rules every second; stopped when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: PathBuf,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self._dir);
+    }
+}
+
+impl Prometheus {
+    async fn start(dir: &Path, target: &str) -> Prometheus {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let config = format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             rule_files: [{alerts}]\n\
+             scrape_configs:\n\
+             - job_name: kura-operator\n  static_configs: [{{targets: ['{target}']}}]\n",
+            alerts = repo().join(ALERTS).display()
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(prometheus_bin().join("prometheus"))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let prometheus = Prometheus {
+            child,
+            port,
+            _dir: dir.to_path_buf(),
+        };
+        wait_for(
+            "Prometheus to be ready",
+            Duration::from_secs(60),
+            || async {
+                let (status, _) = prometheus.get("/-/ready").await?;
+                (status == 200).then_some(())
+            },
+        )
+        .await;
+        prometheus
+    }
+
+    /// `GET path` (HTTP/1.0: the body is not chunked).
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        conn.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        conn.read_to_string(&mut response).await.ok()?;
+        let status = response.split(' ').nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n")?.1.to_string();
+        Some((status, body))
+    }
+
+    /// The `data` of an API answer.
+    async fn api(&self, path: &str) -> Value {
+        let (status, body) = self.get(path).await.expect("Prometheus answers");
+        assert_eq!(status, 200, "{path}: {body}");
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        answer["data"].clone()
+    }
+
+    async fn query(&self, expr: &str) -> Vec<Value> {
+        let data = self
+            .api(&format!("/api/v1/query?query={}", percent_encode(expr)))
+            .await;
+        data["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The state of the active alert `name` (pending, firing), if any.
+    async fn alert(&self, name: &str) -> Option<String> {
+        let data = self.api("/api/v1/alerts").await;
+        data["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["labels"]["alertname"] == name)
+            .map(|a| a["state"].as_str().unwrap_or_default().to_string())
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Every query of the shipped dashboard, its variables as Grafana would
+/// fill them for this Prometheus.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join(DASHBOARD)).unwrap()).unwrap();
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$job", "kura-operator")
+                .replace("$__rate_interval", "1m");
+            queries.push((panel["title"].as_str().unwrap().to_string(), expr));
+        }
+    }
+    queries
+}
+
+#[tokio::test]
+async fn a_real_prometheus_sees_the_stalled_alert_fire_and_resolve_and_every_dashboard_query_has_series()
+ {
+    let ns = TestNamespace::new("monitoring").await;
+    let classes = shared_class(&ns).await;
+    let _policy = crate::stall::deny_big_statefulsets(&ns).await;
+    let options = Options {
+        args: ["--retry-budget", "1", "--stall-window", "60s"]
+            .map(String::from)
+            .to_vec(),
+        // leader_election_master_status is exported with an election only.
+        lease_duration: Some(Duration::from_secs(15)),
+        ..Options::default()
+    };
+    let op = Operator::start_with(
+        &ns.name,
+        &config(&ns.name, "host", "example.com/none"),
+        &[],
+        options,
+    );
+    let dir = std::env::temp_dir().join(format!("kura-prometheus-{}", ns.name));
+    let prometheus = Prometheus::start(&dir, &format!("127.0.0.1:{}", op.metrics_port)).await;
+    wait_for("a first scrape", Duration::from_secs(60), || async {
+        let up = prometheus.query("up{job=\"kura-operator\"} == 1").await;
+        (!up.is_empty()).then_some(())
+    })
+    .await;
+
+    // Rejected by the policy on every try: Stalled after one attempt.
+    let instances: Api<KuraInstance> = ns.api();
+    let mut spec = instance("acme", "registry.example/kura:1.0.0");
+    spec["spec"]["replicas"] = json!(3);
+    apply_json(&instances, "test", spec).await.unwrap();
+    wait_for(
+        "KuraInstancesStalled to fire",
+        Duration::from_secs(120),
+        || async { (prometheus.alert("KuraInstancesStalled").await? == "firing").then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        prometheus.alert("KuraOperatorAbsent").await,
+        None,
+        "the operator is scraped"
+    );
+
+    // Fixed: the instance applies, the alert resolves.
+    instances
+        .patch(
+            "acme",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        "KuraInstancesStalled to resolve",
+        Duration::from_secs(120),
+        || async {
+            prometheus
+                .alert("KuraInstancesStalled")
+                .await
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Every dashboard query returns series (a wrong name or label would not).
+    let queries = dashboard_queries();
+    assert!(queries.len() >= 20, "{queries:?}");
+    wait_for(
+        "every dashboard query to return series",
+        Duration::from_secs(90),
+        || async {
+            for (title, expr) in &queries {
+                if prometheus.query(expr).await.is_empty() {
+                    eprintln!("no series yet for {title:?}: {expr}");
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+/// The schema node at `path` under `schema` (an object's properties, an
+/// array's items are walked through), if the CRD has it.
+fn schema_at<'a>(schema: &'a serde_yaml::Value, path: &[String]) -> Option<&'a serde_yaml::Value> {
+    let mut node = schema;
+    for part in path {
+        while node["type"].as_str() == Some("array") {
+            node = &node["items"];
+        }
+        node = node["properties"].get(part.as_str())?;
+    }
+    Some(node)
+}
+
+/// Every path the kube-state-metrics configuration reads names a field of
+/// its kind's CRD schema (metadata aside), and a StateSet's states are the
+/// field's enum: a misspelt path would give a series that never appears.
+#[test]
+fn kube_state_metrics_paths_are_fields_of_the_crds() {
+    let config: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/kura-operator/files/kube-state-metrics.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let path_of = |v: &serde_yaml::Value| -> Vec<String> {
+        v.as_sequence()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut checked = 0;
+    for resource in config["spec"]["resources"].as_sequence().unwrap() {
+        let kind = resource["groupVersionKind"]["kind"].as_str().unwrap();
+        let plural = format!("{}s", kind.to_lowercase());
+        let crd: serde_yaml::Value = serde_yaml::from_str(
+            &std::fs::read_to_string(repo().join(format!("crds/kura.dev_{plural}.yaml"))).unwrap(),
+        )
+        .unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut check = |path: Vec<String>, what: &str| {
+            if path.first().map(String::as_str) == Some("metadata") {
+                return;
+            }
+            assert!(
+                schema_at(schema, &path).is_some(),
+                "{kind} {what}: {path:?} is not in the CRD"
+            );
+            checked += 1;
+        };
+        for metric in resource["metrics"].as_sequence().unwrap() {
+            let name = metric["name"].as_str().unwrap();
+            let each = &metric["each"];
+            let kind_of = each["type"].as_str().unwrap();
+            let body = match kind_of {
+                "Info" => &each["info"],
+                "Gauge" => &each["gauge"],
+                "StateSet" => &each["stateSet"],
+                other => panic!("{other}"),
+            };
+            let base = body.get("path").map(&path_of).unwrap_or_default();
+            if !base.is_empty() {
+                check(base.clone(), name);
+            }
+            if let Some(value) = body.get("valueFrom") {
+                check([base.clone(), path_of(value)].concat(), name);
+            }
+            if let Some(labels) = body["labelsFromPath"].as_mapping() {
+                for (label, path) in labels {
+                    let label = label.as_str().unwrap();
+                    check(
+                        [base.clone(), path_of(path)].concat(),
+                        &format!("{name} {label}"),
+                    );
+                }
+            }
+            if kind_of == "StateSet" {
+                let states: Vec<&str> = body["list"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect();
+                let field = schema_at(schema, &base).unwrap();
+                let allowed: Vec<&str> = field["enum"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect();
+                assert_eq!(states, allowed, "{kind} {name}");
+            }
+        }
+    }
+    assert!(checked >= 15, "{checked} paths checked");
+}
