@@ -184,6 +184,8 @@ async fn live(instances: &Api<KuraInstance>, name: &str) -> Value {
 /// `kubectl wait --for=condition=CONDITION` on `name`, bounded by `timeout`.
 fn kubectl_wait(ns: &str, name: &str, condition: &str, timeout: &str) -> bool {
     Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(kubeconfig_path())
         .args([
             "wait",
             "-n",

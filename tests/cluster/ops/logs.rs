@@ -63,9 +63,14 @@ async fn json_reconcile_lines_name_the_instance_and_env_values_stay_out() {
         })
         .collect();
     assert!(reconcile_lines.len() >= 4, "{log}");
+    // Named by the reconcile's span (with the revision it decides for and
+    // who originated it), not by each line again.
     for line in reconcile_lines {
-        assert_eq!(line["namespace"], ns.name.as_str(), "{line}");
-        assert_eq!(line["instance"], "acme", "{line}");
+        assert_eq!(line["span"]["name"], "reconcile", "{line}");
+        assert_eq!(line["span"]["namespace"], ns.name.as_str(), "{line}");
+        assert_eq!(line["span"]["instance"], "acme", "{line}");
+        assert!(line["span"]["revision"].is_string(), "{line}");
+        assert!(line["span"]["origin"].is_string(), "{line}");
     }
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())
