@@ -229,3 +229,32 @@ pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, ev
         }
     });
 }
+
+/// A pause whose end has passed resumes the instance by itself: said once,
+/// on the pass that leaves the Paused phase.
+pub fn pause_expired(
+    prev: &KuraInstanceStatus,
+    new: &KuraInstanceStatus,
+    spec: &crate::api::KuraInstanceSpec,
+    now: jiff::Timestamp,
+) -> Option<Event> {
+    use crate::api::Phase;
+    let crate::window::Pause::Expired { at } = crate::window::pause(spec, now) else {
+        return None;
+    };
+    if prev.phase != Some(Phase::Paused) || new.phase == Some(Phase::Paused) {
+        return None;
+    }
+    let p = spec.pause.clone().unwrap_or_default();
+    let by = p.by.map(|b| format!(" by {b}")).unwrap_or_default();
+    let reason = p.reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    Some(Event {
+        type_: EventType::Normal,
+        reason: "PauseExpired".into(),
+        note: Some(format!(
+            "the pause{by}{reason} ended at {at} (spec.pause.until): the instance resumes; spec.paused is still true and counts for nothing until spec.pause.until is moved"
+        )),
+        action: "Reconcile".into(),
+        secondary: None,
+    })
+}

@@ -49,3 +49,4 @@ mod stall;
 mod status_memory;
 mod storage;
 mod throttling;
+mod windows;

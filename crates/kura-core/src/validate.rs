@@ -145,6 +145,7 @@ pub fn validate(
         resources::check_syntax("spec.resources", resources, &mut errs);
     }
     env::check(&spec.env, &mut errs);
+    check_when(spec, &mut errs);
 
     let region = config.regions.get(&spec.region);
     if region.is_none() && !spec.region.is_empty() {
@@ -242,6 +243,27 @@ fn check_name(name: &str, errs: &mut Vec<FieldError>) {
         return;
     };
     errs.push(FieldError::new("metadata.name", message));
+}
+
+/// The window and the pause's end: what the CRD cannot check (a time zone
+/// must exist), and again what it does (objects can predate the CRD).
+fn check_when(spec: &KuraInstanceSpec, errs: &mut Vec<FieldError>) {
+    if let Some(w) = &spec.maintenance_window
+        && let Err((field, why)) = crate::window::Window::parse(w)
+    {
+        errs.push(FieldError::new(
+            format!("spec.maintenanceWindow.{field}"),
+            why,
+        ));
+    }
+    if let Some(until) = spec.pause.as_ref().and_then(|p| p.until.as_ref())
+        && until.parse::<jiff::Timestamp>().is_err()
+    {
+        errs.push(FieldError::new(
+            "spec.pause.until",
+            format!("{until:?} is not an RFC 3339 time such as 2026-12-24T18:00:00Z"),
+        ));
+    }
 }
 
 /// Aliases are a set (`x-kubernetes-list-type: set`): their order carries no
