@@ -175,7 +175,11 @@ pub fn view(
                 admission: Some(Admission::Window(Box::new(wait.clone()))),
                 gate: Gate::Closed(wait),
             },
-            _ => BudgetView::default(),
+            // Past its deadline: said in an Event when it goes.
+            gate => BudgetView {
+                gate,
+                ..BudgetView::default()
+            },
         };
     }
     let pending = memory.pending_admissions(|uid| still_waiting(&all, uid));

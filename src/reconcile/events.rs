@@ -258,3 +258,28 @@ pub fn pause_expired(
         secondary: None,
     })
 }
+
+/// A change whose window deadline passed goes though its window is closed:
+/// said once, when it is admitted (or, with no budget to wait for, applied).
+pub fn deadline_overrode_window(
+    observed: &crate::reconcile::plan::Observed,
+    outcome: &Outcome,
+) -> Option<Event> {
+    let crate::window::Gate::PastDeadline(at) = observed.budget.gate else {
+        return None;
+    };
+    let goes = match outcome {
+        Outcome::Admitted => true,
+        Outcome::Applied { held: None, .. } => !observed.budget.budgeted,
+        _ => false,
+    };
+    goes.then(|| Event {
+        type_: EventType::Normal,
+        reason: "WindowDeadlinePassed".into(),
+        note: Some(format!(
+            "its maintenance window is closed, but the deadline {at} (rollout.windowDeadline) has passed: the configuration or release change restarts its pods now"
+        )),
+        action: "Reconcile".into(),
+        secondary: None,
+    })
+}

@@ -97,6 +97,7 @@ pub async fn write(
     if !observed.ignored_inventory.is_empty() {
         events.push(events::inventory_ignored(&observed.ignored_inventory));
     }
+    events.extend(events::deadline_overrode_window(observed, outcome));
     // Ignored entries are still in the live status: the write removes them.
     if !observed.ignored_inventory.is_empty()
         || status::worth_writing(&observed.status, new_status, recall.since_status_written)

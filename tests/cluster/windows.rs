@@ -341,6 +341,20 @@ async fn a_deadline_overrides_the_window() {
         waited >= SignedDuration::from_secs(20) && waited < SignedDuration::from_secs(120),
         "applied after {waited:?}"
     );
+    let note = wait_for("the WindowDeadlinePassed Event", T, || async {
+        let events =
+            s.ns.api::<Event>()
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+        events
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("WindowDeadlinePassed"))
+            .and_then(|e| e.message)
+    })
+    .await;
+    assert!(note.contains("rollout.windowDeadline"), "{note}");
     s.finish().await;
 }
 

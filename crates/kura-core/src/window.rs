@@ -223,7 +223,8 @@ pub enum Gate {
     /// No window, or it is open.
     #[default]
     Open,
-    /// Its deadline passed at this time: it waits for no window.
+    /// The window is closed, but the change's deadline passed at this time:
+    /// it waits for no window.
     PastDeadline(Timestamp),
     /// It waits for the window.
     Closed(WindowWait),
@@ -272,11 +273,12 @@ pub fn gate(window: Option<(&Window, &str)>, deadline: Option<Timestamp>, now: T
     let Some((window, source)) = window else {
         return Gate::Open;
     };
-    if let Some(d) = deadline.filter(|d| *d <= now) {
-        return Gate::PastDeadline(d);
-    }
     match window.at(now) {
         Opening::Open { .. } => Gate::Open,
+        // The deadline counts only when it overrides a closed window.
+        Opening::Closed { .. } if deadline.is_some_and(|d| d <= now) => {
+            Gate::PastDeadline(deadline.unwrap_or(now))
+        }
         Opening::Closed { opens } => Gate::Closed(WindowWait {
             window: window.to_string(),
             source: source.to_string(),

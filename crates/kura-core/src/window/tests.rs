@@ -253,7 +253,16 @@ fn the_gate_opens_with_the_window_or_the_deadline() {
     };
     assert_eq!(wait.goes_at(), deadline);
     assert!(wait.to_string().contains("comes first"), "{wait}");
-    // Past it: the window no longer counts.
+    // Past it while the window is open: simply open (nothing to override).
+    assert_eq!(
+        gate(
+            Some((&w, src)),
+            Some(t("2026-12-01T00:00:00Z")),
+            t("2026-12-07T03:00:00Z")
+        ),
+        Gate::Open
+    );
+    // Past it while closed: the window no longer counts.
     assert_eq!(
         gate(Some((&w, src)), Some(t("2026-12-08T11:00:00Z")), closed_now),
         Gate::PastDeadline(t("2026-12-08T11:00:00Z"))
