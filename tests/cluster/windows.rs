@@ -174,6 +174,14 @@ async fn an_operator_change_waits_for_the_window_and_happens_inside_it() {
         message.contains(&opens.to_string()) && message.contains("spec.maintenanceWindow"),
         "{reason}: {message}"
     );
+    // The metric tells waiting for a window from waiting for the budget.
+    wait_for("kura_rollout_instances{state=window} at 1", T, || async {
+        let n =
+            s.op.metric("kura_rollout_instances{state=\"window\"}")
+                .await?;
+        (n == 1.0).then_some(())
+    })
+    .await;
     // Editing the window renders nothing: the change stays the operator's.
     s.instances
         .patch(
@@ -443,8 +451,23 @@ async fn diff_shows_the_wait_for_a_window() {
         vec![
             with_window("a", Some(closed_window())),
             with_window("b", None),
+            with_window("c", None),
         ],
     )
+    .await;
+    s.instances
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"spec": {"paused": true, "pause": {"by": "bob", "reason": "audit"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for("c Paused", T, || async {
+        (status(&s.instances, "c").await.phase == Some(Phase::Paused)).then_some(())
+    })
     .await;
     let dir = std::env::temp_dir().join(format!("kura-window-{}", s.ns.name));
     let cfg = crate::diff::write(
@@ -469,6 +492,13 @@ async fn diff_shows_the_wait_for_a_window() {
         "{out}"
     );
     assert!(!line("b").contains("maintenance window"), "{out}");
+    let c = line("c");
+    assert!(
+        c.contains("paused, nothing applied")
+            && c.contains("paused by bob (audit)")
+            && c.contains("a change waits"),
+        "{out}"
+    );
     assert!(out.contains("1 waiting for a maintenance window"), "{out}");
     // JSON: when it would go.
     let (_, json_out, _) = crate::diff::diff(
