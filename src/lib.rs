@@ -8,7 +8,7 @@
 
 pub use kura_core::{
     api, cached_sts, compact, config, fields, keys, kind, names, render, retry, rollout, rules,
-    status_trust, time, validate,
+    status_trust, time, validate, window,
 };
 
 pub mod claims;

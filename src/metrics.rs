@@ -129,7 +129,7 @@ impl Default for Metrics {
         );
         registry.register(
             "rollout_instances",
-            "KuraInstances in an operator-originated rollout by state (waiting: for the budget; held: its rollout halted; admitted: rolling out; failed: admitted and not Ready within rollout.progressDeadline), from the cache at scrape time",
+            "KuraInstances in an operator-originated rollout by state (waiting: for the budget; window: for its maintenance window; held: its rollout halted; admitted: rolling out; failed: admitted and not Ready within rollout.progressDeadline), from the cache at scrape time",
             rollout.clone(),
         );
         registry.register(
@@ -261,7 +261,13 @@ impl Metrics {
             stalled += i64::from(is_stalled);
         }
         self.stalled.set(stalled);
-        let mut by_state = [("waiting", 0), ("held", 0), ("admitted", 0), ("failed", 0)];
+        let mut by_state = [
+            ("waiting", 0),
+            ("window", 0),
+            ("held", 0),
+            ("admitted", 0),
+            ("failed", 0),
+        ];
         for i in instances {
             if let Some(state) = i.status.as_ref().and_then(rollout_state) {
                 for (name, n) in &mut by_state {
@@ -294,13 +300,11 @@ fn rollout_state(status: &crate::api::KuraInstanceStatus) -> Option<&'static str
             "failed"
         }
         RolloutState::Admitted => "admitted",
-        RolloutState::Waiting
-            if conditions::find(&status.conditions, ROLLOUT_HELD)
-                .is_some_and(|c| c.reason == "RolloutHalted") =>
-        {
-            "held"
-        }
-        RolloutState::Waiting => "waiting",
+        RolloutState::Waiting => match conditions::find(&status.conditions, ROLLOUT_HELD) {
+            Some(c) if c.reason == "RolloutHalted" => "held",
+            Some(c) if c.reason == "WaitingForWindow" => "window",
+            _ => "waiting",
+        },
     })
 }
 
@@ -395,6 +399,29 @@ pub(crate) mod tests {
         assert_eq!(value(&text, "kura_instances{phase=\"Ready\"}"), Some(1.0));
         assert_eq!(value(&text, "kura_instances{phase=\"Stalled\"}"), None);
         assert_eq!(value(&text, "kura_instances_stalled"), Some(0.0));
+    }
+
+    /// Issue 25: waiting for a window, for the budget and held apart.
+    #[test]
+    fn waiting_instances_by_what_they_wait_for() {
+        let m = Metrics::default();
+        let waiting = |reason: &str| {
+            instance(serde_json::json!({
+                "rollout": {"state": "Waiting", "fleetRevision": "f", "revision": "r",
+                            "since": "2026-12-01T00:00:00Z", "wasReady": true},
+                "conditions": [{"type": "RolloutHeld", "status": "True", "reason": reason, "message": ""}]}))
+        };
+        let all = [
+            waiting("WaitingForWindow"),
+            waiting("WaitingForWindow"),
+            waiting("WaitingForBudget"),
+            waiting("RolloutHalted"),
+        ];
+        let text = m.encode(&all);
+        let state = |s: &str| value(&text, &format!("kura_rollout_instances{{state=\"{s}\"}}"));
+        assert_eq!(state("window"), Some(2.0), "{text}");
+        assert_eq!(state("waiting"), Some(1.0));
+        assert_eq!(state("held"), Some(1.0));
     }
 
     #[test]

@@ -98,6 +98,36 @@ fn kind_name<S: serde::Serializer>(kind: &ChildKind, s: S) -> Result<S::Ok, S::E
     s.serialize_str(kind.kind())
 }
 
+/// A restart waiting for a maintenance window, as `diff` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowPreview {
+    /// `Saturday,Sunday 02:00 for 2h (Europe/Berlin)`.
+    pub window: String,
+    /// `spec.maintenanceWindow`, or the region's default.
+    pub source: String,
+    /// RFC 3339: the window's next opening.
+    pub opens: String,
+    /// RFC 3339: `rollout.windowDeadline` for this change, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// RFC 3339: when the change would go at the earliest (the opening, or
+    /// the deadline if that comes first; the budget may pace it further).
+    pub goes_at: String,
+}
+
+impl From<&crate::window::WindowWait> for WindowPreview {
+    fn from(w: &crate::window::WindowWait) -> Self {
+        WindowPreview {
+            window: w.window.clone(),
+            source: w.source.clone(),
+            opens: w.opens.to_string(),
+            deadline: w.deadline.map(|d| d.to_string()),
+            goes_at: w.goes_at().to_string(),
+        }
+    }
+}
+
 /// A reason nothing is applied: a field that does not validate, or a name
 /// taken by another object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -137,6 +167,13 @@ pub struct InstanceDiff {
     /// spec or a force) and the instance is Ready: it waits for the fleet
     /// budget (`rollout.maxUnavailable`) instead of rolling at once.
     pub waits_for_budget: bool,
+    /// The restart is the operator's and waits for the instance's
+    /// maintenance window: which window, and when the change would go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_for_window: Option<WindowPreview>,
+    /// `spec.paused`: who paused, why, until when, and the change that waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<Problem>,
     /// Objects the new revision no longer has that stay, with why.
@@ -207,6 +244,8 @@ pub fn diff_instance(
         objects: Vec::new(),
         pod_restart: false,
         waits_for_budget: false,
+        waits_for_window: None,
+        paused: None,
         problems: Vec::new(),
         kept: Vec::new(),
         storage_pending: decision.pending_storage.as_ref().map(|p| p.to_string()),
@@ -226,7 +265,7 @@ pub fn diff_instance(
                 .collect();
         }
         Verdict::Valid(valid) => {
-            report_valid(&mut out, &decision, valid, live, show_diff);
+            report_valid(&mut out, instance, &decision, valid, live, show_diff);
             if matches!(valid.plan, Plan::Apply { .. }) && valid.host_conflict.is_none() {
                 // As the operator's apply does, before it writes: the hosts
                 // are its from now on, for the instances previewed after it.
@@ -241,6 +280,7 @@ pub fn diff_instance(
 /// The report of a valid instance's decision.
 fn report_valid(
     out: &mut InstanceDiff,
+    instance: &KuraInstance,
     decision: &Decision,
     valid: &Valid,
     live: &Live,
@@ -262,7 +302,15 @@ fn report_valid(
         return;
     }
     match &valid.plan {
-        Plan::Paused => out.state = State::Paused,
+        Plan::Paused => {
+            out.state = State::Paused;
+            let mut status = decision.observed.status.clone();
+            status.desired_revision = out.desired_revision.clone();
+            out.paused = Some(crate::reconcile::status::paused_message(
+                instance.spec.pause.as_ref(),
+                &status,
+            ));
+        }
         Plan::NameConflict(conflicts) => {
             out.state = State::NameConflict;
             out.problems = problems(conflicts);
@@ -279,6 +327,10 @@ fn report_valid(
         } => {
             out.pod_restart = pods_restart(apply, reasons, &valid.desired, live);
             out.waits_for_budget = out.pod_restart && waits_for_budget(&decision.observed);
+            out.waits_for_window = match &decision.observed.budget.admission {
+                Some(Admission::Window(wait)) if out.pod_restart => Some(wait.as_ref().into()),
+                _ => None,
+            };
             out.objects = apply.iter().map(|op| written(op, reasons)).collect();
             pruned(out, prune, &valid.validated.uid, live);
             out.reasons = reasons.iter().map(ToString::to_string).collect();

@@ -37,6 +37,13 @@ pub struct Summary {
     /// The waves the budget makes of them, when each wave's instances become
     /// Ready again within the progress deadline. The rest restart at once.
     pub waves: usize,
+    /// Of the pod restarts, those waiting for a maintenance window (`waitsForWindow`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub waiting_for_window: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -70,6 +77,10 @@ impl Report {
             host_conflicts: count(State::HostConflict),
             paused: count(State::Paused),
             terminating: count(State::ChildTerminating),
+            waiting_for_window: instances
+                .iter()
+                .filter(|i| i.waits_for_window.is_some())
+                .count(),
             ..Summary::default()
         };
         Report {
@@ -154,6 +165,7 @@ impl Report {
             );
         }
         for (n, what) in [
+            (s.waiting_for_window, "waiting for a maintenance window"),
             (s.invalid, "invalid"),
             (s.name_conflicts, "with a name conflict"),
             (s.host_conflicts, "with a host conflict"),
@@ -180,16 +192,29 @@ fn instance_text(i: &InstanceDiff, out: &mut String) {
             "{head}: {} -> {}{}",
             revision(i.applied_revision.as_ref()),
             revision(i.desired_revision.as_ref()),
-            match (i.pod_restart, i.waits_for_budget) {
-                (true, true) => ", pods restart (paced by the fleet budget)",
-                (true, false) => ", pods restart",
-                _ => "",
+            match (&i.waits_for_window, i.pod_restart, i.waits_for_budget) {
+                (Some(w), _, _) => format!(
+                    ", pods restart at {} at the earliest (waits for the maintenance window {}, {}{})",
+                    w.goes_at,
+                    w.window,
+                    w.source,
+                    w.deadline
+                        .as_ref()
+                        .map(|d| format!("; deadline {d}"))
+                        .unwrap_or_default()
+                ),
+                (None, true, true) => ", pods restart (paced by the fleet budget)".into(),
+                (None, true, false) => ", pods restart".into(),
+                _ => String::new(),
             }
         ),
         State::HostConflict => writeln!(out, "{head}: host conflict, nothing applied"),
         State::Invalid => writeln!(out, "{head}: invalid, nothing applied"),
         State::NameConflict => writeln!(out, "{head}: name conflict, nothing applied"),
-        State::Paused => writeln!(out, "{head}: paused, nothing applied"),
+        State::Paused => match &i.paused {
+            Some(why) => writeln!(out, "{head}: paused, nothing applied: {why}"),
+            None => writeln!(out, "{head}: paused, nothing applied"),
+        },
         State::ChildTerminating => writeln!(
             out,
             "{head}: objects being deleted, nothing applied until they are gone"
@@ -239,6 +264,8 @@ mod tests {
             objects,
             pod_restart: false,
             waits_for_budget: false,
+            waits_for_window: None,
+            paused: None,
             problems: Vec::new(),
             kept: Vec::new(),
             storage_pending: None,

@@ -12,17 +12,27 @@ use crate::api::conditions::{READY, is_true};
 use crate::config::OperatorConfig;
 use crate::memory::Memory;
 use crate::render::Desired;
-use crate::rollout::{self, Admission, Fleet, Member, OrderKey, Origin};
+use crate::rollout::{self, Admission, Fleet, Gate, Member, OrderKey, Origin};
 
-/// Who originated the desired revision: the user when the spec's generation
-/// moved since the last apply (or, for an instance applied before that was
-/// recorded, since the last status write), or a force token is new; the
-/// operator otherwise.
+/// Who originated the desired revision: the user when what the spec asks to
+/// be rendered changed since the last apply (`render::hash::spec_hash`: an edit of
+/// a window or a pause is no such change), or a force token is new; the
+/// operator otherwise. An instance applied before the hash was recorded
+/// compares the spec's generation since the last apply (or status write).
 pub fn origin(observed: &Observed) -> Origin {
     let status = &observed.status;
-    let since = status.applied_generation.or(status.observed_generation);
     let forced =
         observed.force_token.is_some() && observed.force_token != status.last_handled_reapply_at;
+    if let (false, Some(applied), Some(now)) =
+        (forced, &status.applied_spec_hash, &observed.spec_hash)
+    {
+        return if applied == now {
+            Origin::Operator
+        } else {
+            Origin::User
+        };
+    }
+    let since = status.applied_generation.or(status.observed_generation);
     if forced || since.is_none() || since != observed.generation {
         Origin::User
     } else {
@@ -60,22 +70,55 @@ pub fn order_key(instance: &KuraInstance, config: &OperatorConfig) -> OrderKey {
 /// Whether an instance's pods all serve now, from the caches.
 pub type Serving<'a> = &'a dyn Fn(&KuraInstance) -> bool;
 
-pub fn member(instance: &KuraInstance, config: &OperatorConfig, serving: Serving) -> Member {
+pub fn member(
+    instance: &KuraInstance,
+    config: &OperatorConfig,
+    serving: Serving,
+    now: Timestamp,
+) -> Member {
     let status = instance.status.as_ref();
+    let rollout = status
+        .and_then(|s| s.rollout.clone())
+        .filter(|_| crate::status_trust::written_by_operator(&instance.metadata, "rollout"));
     Member {
         key: order_key(instance, config),
         ready: status.is_some_and(|s| is_true(&s.conditions, READY)),
         serving: serving(instance),
-        out: out_of_rollouts(instance),
-        rollout: status
-            .and_then(|s| s.rollout.clone())
-            .filter(|_| crate::status_trust::written_by_operator(&instance.metadata, "rollout")),
+        out: out_of_rollouts(instance, now),
+        gate: gate(instance, config, rollout.as_ref(), now),
+        rollout,
     }
 }
 
-/// Paused or being deleted: holds no slot of the budget.
-pub fn out_of_rollouts(instance: &KuraInstance) -> bool {
-    instance.spec.paused || instance.metadata.deletion_timestamp.is_some()
+/// Paused (and its end not passed) or being deleted: holds no slot of the budget.
+pub fn out_of_rollouts(instance: &KuraInstance, now: Timestamp) -> bool {
+    crate::window::paused(&instance.spec, now) || instance.metadata.deletion_timestamp.is_some()
+}
+
+/// The instance's maintenance window (its own, or its region's) and the
+/// configuration's deadline for a change waiting since its record says.
+pub fn gate(
+    instance: &KuraInstance,
+    config: &OperatorConfig,
+    record: Option<&crate::api::RolloutStatus>,
+    now: Timestamp,
+) -> Gate {
+    let region = config.regions.get(&instance.spec.region);
+    let Some((window, source)) = crate::window::of_instance(
+        &instance.spec,
+        region.and_then(|r| r.maintenance_window.as_ref()),
+    ) else {
+        return Gate::Open;
+    };
+    let since = record
+        .filter(|r| r.state == crate::api::RolloutState::Waiting)
+        .and_then(|r| crate::time::recorded_time(&r.since, now));
+    let deadline = config
+        .rollout
+        .window_deadline
+        .as_ref()
+        .and_then(|d| d.for_change(since, now));
+    crate::window::gate(Some((&window, &source)), deadline, now)
 }
 
 /// The fleet of the instances in the cache, for the configuration in force.
@@ -86,7 +129,7 @@ pub fn fleet(
     now: Timestamp,
 ) -> Fleet {
     rollout::fleet(
-        instances.iter().map(|i| member(i, config, serving)),
+        instances.iter().map(|i| member(i, config, serving, now)),
         &config.fleet_revision(),
         config.rollout.deadline(),
         now,
@@ -111,18 +154,33 @@ pub fn view(
     if !budgeted(observed, desired) {
         return BudgetView::default();
     }
+    let gate = gate(instance, config, observed.status.rollout.as_ref(), now);
     let admitted = observed.status.rollout.as_ref().is_some_and(|r| {
         r.state == crate::api::RolloutState::Admitted && r.revision == desired.revision
     });
     if admitted {
+        // Admitted before its window closed: it finishes.
         return BudgetView {
             budgeted: true,
             admission: None,
+            gate,
         };
     }
     let all = stores.instances.state();
     if never_binds(&config.rollout.max_unavailable, all.len()) {
-        return BudgetView::default();
+        // No budget to wait for, but maybe a window.
+        return match gate {
+            Gate::Closed(wait) if stores.serving(instance) => BudgetView {
+                budgeted: true,
+                admission: Some(Admission::Window(Box::new(wait.clone()))),
+                gate: Gate::Closed(wait),
+            },
+            // Past its deadline: said in an Event when it goes.
+            gate => BudgetView {
+                gate,
+                ..BudgetView::default()
+            },
+        };
     }
     let pending = memory.pending_admissions(|uid| still_waiting(&all, uid));
     BudgetView {
@@ -130,6 +188,7 @@ pub fn view(
         admission: Some(decide(
             instance, observed, stores, &all, &pending, config, now,
         )),
+        gate,
     }
 }
 
@@ -168,7 +227,7 @@ fn decide(
     for key in pending {
         fleet.count_admitted(key);
     }
-    admission(instance, observed, &fleet, config, serving)
+    admission(instance, observed, &fleet, config, serving, now)
 }
 
 /// A budget of the whole fleet (`100%`, or a count of at least every
@@ -200,12 +259,14 @@ pub fn admission(
     fleet: &Fleet,
     config: &OperatorConfig,
     serving: Serving,
+    now: Timestamp,
 ) -> Admission {
     let me = Member {
         key: order_key(instance, config),
         ready: is_true(&observed.status.conditions, READY),
         serving: serving(instance),
-        out: out_of_rollouts(instance),
+        out: out_of_rollouts(instance, now),
+        gate: gate(instance, config, observed.status.rollout.as_ref(), now),
         rollout: observed.status.rollout.clone(),
     };
     rollout::admit(&me, fleet, &config.rollout.max_unavailable)
@@ -221,5 +282,41 @@ pub fn wake_next(ctx: &crate::context::Context, config: &OperatorConfig, now: Ti
     for key in rollout::next_in_line(&fleet, &config.rollout.max_unavailable) {
         let target = kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace);
         let _ = ctx.wake.send(target);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::KuraInstanceStatus;
+
+    fn observed(applied_spec: Option<&str>, spec: &str, generation: i64) -> Observed {
+        Observed {
+            generation: Some(generation),
+            spec_hash: Some(spec.into()),
+            status: KuraInstanceStatus {
+                applied_generation: Some(1),
+                applied_spec_hash: applied_spec.map(str::to_string),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Issue 25: an edit of a window or a pause moves the generation but not
+    /// what the spec renders, so a change of the operator's waiting for its
+    /// window stays the operator's; a spec the hash says changed is the user's.
+    #[test]
+    fn origin_follows_what_the_spec_renders_not_its_generation() {
+        assert_eq!(origin(&observed(Some("h1"), "h1", 2)), Origin::Operator);
+        assert_eq!(origin(&observed(Some("h1"), "h2", 2)), Origin::User);
+        assert_eq!(origin(&observed(Some("h1"), "h2", 1)), Origin::User);
+        // Applied before the hash was recorded: the generation decides.
+        assert_eq!(origin(&observed(None, "h1", 2)), Origin::User);
+        assert_eq!(origin(&observed(None, "h1", 1)), Origin::Operator);
+        // A new force token is the user's whatever the hash says.
+        let mut forced = observed(Some("h1"), "h1", 1);
+        forced.force_token = Some("now".into());
+        assert_eq!(origin(&forced), Origin::User);
     }
 }

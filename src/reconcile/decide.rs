@@ -127,8 +127,10 @@ pub fn decide(i: &Inputs) -> Decision {
     let mut observed = observe::observe(i.instance, i.status.clone(), Some(&desired), i.stores);
     let key = inputs_key(&desired.revision, observed.force_token.as_deref());
     observed.just_applied = i.recently_applied == Some(key.as_str());
+    // A pause whose end has passed is over.
+    observed.paused = crate::window::paused(&i.instance.spec, i.now);
     // A paused instance asks for no host (and applies nothing anyway).
-    let host_conflict = (!i.instance.spec.paused)
+    let host_conflict = (!observed.paused)
         .then(|| i.stores.claims.check(i.instance, i.config, i.now).err())
         .flatten();
     observed.budget = match host_conflict {

@@ -84,3 +84,57 @@ pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, ev
         }
     });
 }
+
+/// A pause whose end has passed resumes the instance by itself: said once,
+/// on the pass that leaves the Paused phase.
+pub fn pause_expired(
+    prev: &KuraInstanceStatus,
+    new: &KuraInstanceStatus,
+    spec: &crate::api::KuraInstanceSpec,
+    now: jiff::Timestamp,
+) -> Option<Event> {
+    use crate::api::Phase;
+    let crate::window::Pause::Expired { at } = crate::window::pause(spec, now) else {
+        return None;
+    };
+    if prev.phase != Some(Phase::Paused) || new.phase == Some(Phase::Paused) {
+        return None;
+    }
+    let p = spec.pause.clone().unwrap_or_default();
+    let by = p.by.map(|b| format!(" by {b}")).unwrap_or_default();
+    let reason = p.reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    Some(Event {
+        type_: EventType::Normal,
+        reason: "PauseExpired".into(),
+        note: Some(format!(
+            "the pause{by}{reason} ended at {at} (spec.pause.until): the instance resumes; spec.paused is still true and counts for nothing until spec.pause.until is moved"
+        )),
+        action: "Reconcile".into(),
+        secondary: None,
+    })
+}
+
+/// A change whose window deadline passed goes though its window is closed:
+/// said once, when it is admitted (or, with no budget to wait for, applied).
+pub fn deadline_overrode_window(
+    observed: &crate::reconcile::plan::Observed,
+    outcome: &Outcome,
+) -> Option<Event> {
+    let crate::window::Gate::PastDeadline(at) = observed.budget.gate else {
+        return None;
+    };
+    let goes = match outcome {
+        Outcome::Admitted => true,
+        Outcome::Applied { held: None, .. } => !observed.budget.budgeted,
+        _ => false,
+    };
+    goes.then(|| Event {
+        type_: EventType::Normal,
+        reason: "WindowDeadlinePassed".into(),
+        note: Some(format!(
+            "its maintenance window is closed, but the deadline {at} (rollout.windowDeadline) has passed: the configuration or release change restarts its pods now"
+        )),
+        action: "Reconcile".into(),
+        secondary: None,
+    })
+}

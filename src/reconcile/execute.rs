@@ -50,7 +50,8 @@ pub async fn execute(
     let observed = &decision.observed;
     Ok(match &valid.plan {
         Plan::Invalid(errors) => (Outcome::Invalid(errors.clone()), ctx.resync),
-        Plan::Paused => (Outcome::Paused, ctx.resync),
+        // A pause with an end looks again when it ends.
+        Plan::Paused => (Outcome::Paused, pause_recheck(ctx, instance, now)),
         Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts.clone()), ctx.resync),
         // The deletion of the child wakes this instance (an owned watch); this
         // is the fallback.
@@ -76,7 +77,10 @@ pub async fn execute(
                 waiting => (Outcome::Held(waiting), JOIN_RECHECK),
             }
         }
-        Plan::Held(admission) => (Outcome::Held(admission.clone()), held_recheck(decision)),
+        Plan::Held(admission) => (
+            Outcome::Held(admission.clone()),
+            held_recheck(decision, admission, now),
+        ),
         Plan::Apply {
             reasons,
             apply,
@@ -128,8 +132,12 @@ fn host_conflict(ctx: &Context, conflict: Conflict, now: Timestamp) -> (Outcome,
     (Outcome::HostConflict(conflict), requeue)
 }
 
+/// Waiting for a window: look again when it opens (or the deadline comes).
 /// Joining the queue now: look again soon, the first in line may go.
-fn held_recheck(decision: &Decision) -> Duration {
+fn held_recheck(decision: &Decision, admission: &Admission, now: Timestamp) -> Duration {
+    if let Admission::Window(wait) = admission {
+        return until(wait.goes_at(), now);
+    }
     let joined = decision
         .observed
         .status
@@ -140,5 +148,12 @@ fn held_recheck(decision: &Decision) -> Duration {
         WAITING_RECHECK
     } else {
         JOIN_RECHECK
+    }
+}
+
+fn pause_recheck(ctx: &Context, instance: &KuraInstance, now: Timestamp) -> Duration {
+    match crate::window::pause(&instance.spec, now) {
+        crate::window::Pause::Paused { until: Some(at) } => until(at, now).min(ctx.resync),
+        _ => ctx.resync,
     }
 }

@@ -116,8 +116,15 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     async {
         let (outcome, requeue) = execute::execute(&ctx, &instance, &decision, &config, now).await?;
         let activation = report::activation(&outcome, &decision, &ctx.stores);
-        let new_status =
-            report::status(&decision, &outcome, activation.as_ref(), &ctx, &config, now);
+        let new_status = report::status(
+            &instance,
+            &decision,
+            &outcome,
+            activation.as_ref(),
+            &ctx,
+            &config,
+            now,
+        );
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);
         report::write(

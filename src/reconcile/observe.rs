@@ -89,6 +89,7 @@ pub fn observe(
             .and_then(|a| a.get(ANNOTATION_REAPPLY_AT))
             .cloned(),
         paused: instance.spec.paused,
+        spec_hash: Some(crate::render::hash::spec_hash(&instance.spec)),
         status,
         children,
         terminating,

@@ -42,6 +42,7 @@ pub fn activation(
 
 /// The status this pass leaves: pure, from the decision and what happened.
 pub fn status(
+    instance: &KuraInstance,
     decision: &Decision,
     outcome: &Outcome,
     activation: Option<&Activation>,
@@ -66,7 +67,9 @@ pub fn status(
                     observed.budget.admission,
                     Some(Admission::Admit { counted: false })
                 ),
+            gate: &observed.budget.gate,
         },
+        pause: instance.spec.pause.as_ref(),
         policy: &ctx.policy,
         now,
     })
@@ -85,9 +88,16 @@ pub async fn write(
     now: Timestamp,
 ) -> Result<(), Error> {
     let mut events = events::events_for(&observed.status, new_status, outcome);
+    events.extend(events::pause_expired(
+        &observed.status,
+        new_status,
+        &instance.spec,
+        now,
+    ));
     if !observed.ignored_inventory.is_empty() {
         events.push(events::inventory_ignored(&observed.ignored_inventory));
     }
+    events.extend(events::deadline_overrode_window(observed, outcome));
     // Ignored entries are still in the live status: the write removes them.
     if !observed.ignored_inventory.is_empty()
         || status::worth_writing(&observed.status, new_status, recall.since_status_written)

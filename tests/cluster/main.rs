@@ -53,3 +53,4 @@ mod status_memory;
 mod storage;
 mod throttling;
 mod versions;
+mod windows;

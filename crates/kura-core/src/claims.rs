@@ -84,7 +84,8 @@ pub struct HostInputs {
     pub aliases: Vec<String>,
     pub account: String,
     pub region: String,
-    /// A paused instance asks for no host (it keeps those it holds).
+    /// A paused instance asks for no host (it keeps those it holds); one
+    /// paused until a time asks on, for the time it resumes.
     pub paused: bool,
 }
 
@@ -95,7 +96,7 @@ impl From<&KuraInstanceSpec> for HostInputs {
             aliases: spec.aliases.clone(),
             account: spec.account.clone(),
             region: spec.region.clone(),
-            paused: spec.paused,
+            paused: spec.paused && !crate::window::pause_ends(spec),
         }
     }
 }
@@ -107,7 +108,7 @@ impl HostInputs {
             && self.aliases == spec.aliases
             && self.account == spec.account
             && self.region == spec.region
-            && self.paused == spec.paused
+            && self.paused == (spec.paused && !crate::window::pause_ends(spec))
     }
 }
 

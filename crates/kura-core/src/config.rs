@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::ResourcesSpec;
 use crate::api::instance::{DNS_LABEL, IMAGE_REF};
+use crate::api::{MaintenanceWindow, ResourcesSpec};
 use crate::names::GATEWAY_CLASS_PREFIX;
 use crate::rollout::{MaxUnavailable, RolloutConfig};
 use crate::rules::{self, FieldError, ValidationErrors, matches, resources};
@@ -71,6 +71,10 @@ pub struct RegionConfig {
     pub storage_class: Option<String>,
     #[serde(default)]
     pub default_resources: ResourcesSpec,
+    /// The maintenance window of the region's instances that set none
+    /// (`crate::window`); none: changes of the operator go at any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindow>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +197,21 @@ fn check_rollout(rollout: &RolloutConfig, errs: &mut Vec<FieldError>) {
     {
         errs.push(FieldError::new("rollout.canaryLabel", why));
     }
+    if let Some(d) = &rollout.window_deadline {
+        if let Some(at) = &d.at
+            && at.parse::<jiff::Timestamp>().is_err()
+        {
+            errs.push(FieldError::new(
+                "rollout.windowDeadline.at",
+                format!("{at:?} is not an RFC 3339 time such as 2026-12-20T00:00:00Z"),
+            ));
+        }
+        if let Some(after) = &d.after
+            && let Err(why) = crate::time::parse_duration(after)
+        {
+            errs.push(FieldError::new("rollout.windowDeadline.after", why));
+        }
+    }
 }
 
 fn check_region(name: &str, region: &RegionConfig, errs: &mut Vec<FieldError>) {
@@ -228,6 +247,14 @@ fn check_region(name: &str, region: &RegionConfig, errs: &mut Vec<FieldError>) {
         path: &defaults,
     };
     resources::check_limits_cover_requests(own, None, errs);
+    if let Some(w) = &region.maintenance_window
+        && let Err((field, why)) = crate::window::Window::parse(w)
+    {
+        errs.push(FieldError::new(
+            at(&format!("maintenanceWindow.{field}")),
+            why,
+        ));
+    }
 }
 
 #[cfg(test)]

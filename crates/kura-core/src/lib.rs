@@ -7,7 +7,8 @@
 //! - rendering: `render` (canonical manifests, hashes, the revision)
 //! - decisions: `plan` (an instance's state machine), `rollout` (the fleet
 //!   budget's rules), `claims` (who holds a host), `status_trust`
-//! - arithmetic: `time`, `retry`
+//! - arithmetic: `time`, `retry`, `window` (maintenance windows, deadlines,
+//!   pauses that end)
 //! - what the caches keep of an object: `compact`, `fields`, `cached_sts`
 //!
 //! The operator crate (`kura-operator`) reads the caches and memory, calls
@@ -34,3 +35,4 @@ pub mod status_trust;
 pub mod storage;
 pub mod time;
 pub mod validate;
+pub mod window;

@@ -104,6 +104,9 @@ pub struct Observed {
     pub just_applied: bool,
     /// The fleet's rollout budget as it concerns this instance.
     pub budget: BudgetView,
+    /// What the spec asks to be rendered (`render::hash::spec_hash`): another one
+    /// than at the last apply makes the change the user's.
+    pub spec_hash: Option<String>,
 }
 
 /// The rollout budget as this reconcile sees it (set by the reconcile from
@@ -115,6 +118,8 @@ pub struct BudgetView {
     pub budgeted: bool,
     /// The budget's answer, when budgeted and not admitted for this revision yet.
     pub admission: Option<Admission>,
+    /// The instance's maintenance window and deadline, when budgeted.
+    pub gate: crate::window::Gate,
 }
 
 /// How long after an apply the caches are given to show it. A reconcile

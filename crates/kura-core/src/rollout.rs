@@ -29,6 +29,11 @@
 //!   `rollout.progressDeadline` stops further admissions of that operator
 //!   revision; a newer one (a corrected configuration or release) ends the
 //!   halt by itself. One that did not serve when admitted never halts anyone.
+//! - **Maintenance windows.** Each instance may keep a weekly window
+//!   (`crate::window`): outside it, its change waits for the opening (or the
+//!   configuration's deadline) before it joins the queue; inside it, the
+//!   budget decides as above. Only the admission waits: an instance admitted
+//!   before its window closed rolls out to the end.
 //! - **Out of it.** A paused instance, one being deleted, and one whose
 //!   spec is invalid or whose host is another's hold no slot and halt
 //!   nothing; their records are dropped.
@@ -52,6 +57,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::api::Origin;
 use crate::api::{RolloutState, RolloutStatus};
 use crate::time::{later, recorded_time};
+pub use crate::window::{Gate, WindowWait};
 
 /// `rollout.maxUnavailable`: a count, or a percentage such as `25%`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +110,9 @@ pub struct RolloutConfig {
     /// Instances with this label set to `"true"` are admitted first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_label: Option<String>,
+    /// A change waits for no maintenance window past this (`crate::window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_deadline: Option<crate::window::WindowDeadline>,
 }
 
 fn default_deadline() -> String {
@@ -116,6 +125,7 @@ impl Default for RolloutConfig {
             max_unavailable: MaxUnavailable::default(),
             progress_deadline: default_deadline(),
             canary_label: None,
+            window_deadline: None,
         }
     }
 }
@@ -141,6 +151,8 @@ pub struct Member {
     pub out: bool,
     /// Its record, if the operator wrote it (`status_trust`).
     pub rollout: Option<RolloutStatus>,
+    /// Its maintenance window and deadline: closed, it is not in line.
+    pub gate: Gate,
 }
 
 /// The admission order: canaries first, then namespace and name.
@@ -224,7 +236,11 @@ pub fn fleet(
                     f.failed.push(m.key);
                 }
             }
-            RolloutState::Waiting if m.serving => f.queue.push(m.key),
+            // Waiting for its window is not being in line: it would hold a
+            // place before the others that it cannot take.
+            RolloutState::Waiting if m.serving && !matches!(m.gate, Gate::Closed(_)) => {
+                f.queue.push(m.key)
+            }
             _ => {}
         }
     }
@@ -250,6 +266,9 @@ pub enum Admission {
     },
     /// The rollout of this operator revision failed on these instances.
     Halted { failed: Vec<OrderKey> },
+    /// Outside the instance's maintenance window: it waits for the opening
+    /// (or the deadline) before it joins the queue.
+    Window(Box<WindowWait>),
 }
 
 pub fn admit(me: &Member, fleet: &Fleet, max_unavailable: &MaxUnavailable) -> Admission {
@@ -258,6 +277,9 @@ pub fn admit(me: &Member, fleet: &Fleet, max_unavailable: &MaxUnavailable) -> Ad
     // be its fix (docs/incidents.md #1).
     if !me.serving {
         return Admission::Admit { counted: false };
+    }
+    if let Gate::Closed(wait) = &me.gate {
+        return Admission::Window(Box::new(wait.clone()));
     }
     if !fleet.failed.is_empty() {
         return Admission::Halted {

@@ -30,6 +30,8 @@ pub struct StatusInputs<'a> {
     pub pending_storage: Option<&'a PendingStorage>,
     /// The rollout budget's side of it (see `crate::rollout`).
     pub rollout: RolloutInputs<'a>,
+    /// `spec.pause`: who paused, why, until when.
+    pub pause: Option<&'a crate::api::PauseSpec>,
     pub policy: &'a RetryPolicy,
     pub now: Timestamp,
 }
@@ -180,11 +182,7 @@ fn nothing_applied(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &S
             s.phase = Some(Phase::Invalid);
             return;
         }
-        Outcome::Paused => (
-            Phase::Paused,
-            "Paused",
-            "spec.paused is true: nothing is applied or deleted".to_string(),
-        ),
+        Outcome::Paused => (Phase::Paused, "Paused", paused_message(i.pause, s)),
         Outcome::NameConflict(conflicts) => (
             Phase::Stalled,
             "NameConflict",
@@ -256,6 +254,7 @@ fn applied(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &StatusInp
     s.inventory = inventory.clone();
     s.applied_generation = i.observed.generation;
     s.applied_origin = Some(i.rollout.origin);
+    s.applied_spec_hash = i.observed.spec_hash.clone();
     s.conflict = conflict::after_apply(prev.conflict.as_ref(), reasons, i.now);
     match &pruned.failure {
         Some(failure) => {
@@ -311,6 +310,38 @@ fn storage_condition(fresh: &mut Vec<Condition>, i: &StatusInputs) {
             conditions::find(&i.observed.status.conditions, STORAGE_CHANGE_PENDING).cloned(),
         ),
     }
+}
+
+/// The message while paused: who paused, why, until when, and the change
+/// that waits for the pause to end, if any.
+pub fn paused_message(pause: Option<&crate::api::PauseSpec>, s: &KuraInstanceStatus) -> String {
+    use std::fmt::Write;
+    let mut m = "spec.paused is true".to_string();
+    let p = pause.cloned().unwrap_or_default();
+    if let Some(by) = &p.by {
+        let _ = write!(m, ", paused by {by}");
+    }
+    if let Some(reason) = &p.reason {
+        let _ = write!(m, " ({reason})");
+    }
+    m.push_str(": nothing is applied or deleted");
+    match &p.until {
+        Some(until) => {
+            let _ = write!(m, " until {until}, when it resumes by itself");
+        }
+        None => m.push_str(" until spec.paused is false"),
+    }
+    if let (Some(desired), applied) = (&s.desired_revision, &s.applied_revision)
+        && Some(desired) != applied.as_ref()
+    {
+        let _ = write!(
+            m,
+            "; a change waits: revision {} (applied: {})",
+            short(desired),
+            applied.as_deref().map_or_else(|| "none".to_string(), short)
+        );
+    }
+    m
 }
 
 /// Ready's message while children are being deleted.

@@ -196,6 +196,7 @@ fn check_own_fields(spec: &KuraInstanceSpec, errs: &mut Vec<FieldError>) {
         resources::check_syntax("spec.resources", resources, errs);
     }
     env::check(&spec.env, errs);
+    check_when(spec, errs);
 }
 
 /// The instance's region in the configuration, or an error naming the known ones.
@@ -264,6 +265,27 @@ fn check_name(name: &str, errs: &mut Vec<FieldError>) {
         return;
     };
     errs.push(FieldError::new("metadata.name", message));
+}
+
+/// The window and the pause's end: what the CRD cannot check (a time zone
+/// must exist), and again what it does (objects can predate the CRD).
+fn check_when(spec: &KuraInstanceSpec, errs: &mut Vec<FieldError>) {
+    if let Some(w) = &spec.maintenance_window
+        && let Err((field, why)) = crate::window::Window::parse(w)
+    {
+        errs.push(FieldError::new(
+            format!("spec.maintenanceWindow.{field}"),
+            why,
+        ));
+    }
+    if let Some(until) = spec.pause.as_ref().and_then(|p| p.until.as_ref())
+        && until.parse::<jiff::Timestamp>().is_err()
+    {
+        errs.push(FieldError::new(
+            "spec.pause.until",
+            format!("{until:?} is not an RFC 3339 time such as 2026-12-24T18:00:00Z"),
+        ));
+    }
 }
 
 /// Aliases are a set (`x-kubernetes-list-type: set`): their order carries no

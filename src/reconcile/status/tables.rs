@@ -22,6 +22,7 @@ const ROLLOUT: RolloutInputs = RolloutInputs {
     fleet_revision: "f",
     deadline: std::time::Duration::from_secs(600),
     uncounted: false,
+    gate: &crate::window::Gate::Open,
 };
 
 fn now() -> Timestamp {
@@ -64,6 +65,7 @@ fn after(
         activation,
         pending_storage: None,
         rollout: ROLLOUT,
+        pause: None,
         policy: &RetryPolicy::default(),
         now: now(),
     });
@@ -80,6 +82,7 @@ fn compute_at(observed: &Observed, desired: &Desired, outcome: &Outcome) -> Kura
         activation: None,
         pending_storage: None,
         rollout: ROLLOUT,
+        pause: None,
         policy: &RetryPolicy::default(),
         now: now(),
     })
@@ -436,6 +439,7 @@ fn the_same_state_later_is_the_same_status_and_is_not_written() {
             activation: Some(&active),
             pending_storage: None,
             rollout: ROLLOUT,
+            pause: None,
             policy: &RetryPolicy::default(),
             now: t.parse().unwrap(),
         })
@@ -464,6 +468,7 @@ fn after_operator(
             origin: crate::rollout::Origin::Operator,
             ..ROLLOUT
         },
+        pause: None,
         policy: &RetryPolicy::default(),
         now: at,
     })
@@ -632,6 +637,7 @@ fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
         activation: None,
         pending_storage: None,
         rollout: ROLLOUT,
+        pause: None,
         policy: &RetryPolicy::default(),
         now: now() + jiff::SignedDuration::from_secs(600),
     });

@@ -114,6 +114,84 @@ pub struct KuraInstanceSpec {
     /// While paused the operator observes and reports but applies and deletes nothing.
     #[serde(default)]
     pub paused: bool,
+
+    /// Who paused, why, and until when (read only while `paused` is true): a
+    /// pause whose `until` has passed is over, and the instance resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseSpec>,
+
+    /// When the operator may restart this instance's pods for a change of its
+    /// own (a new configuration or release); the region's default when absent,
+    /// and at any time when neither is set. Changes of this spec never wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindow>,
+}
+
+/// A time stamp such as `2026-12-24T18:00:00Z`.
+pub const RFC3339: &str =
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$";
+/// A window's opening, `HH:MM` on a 24-hour clock.
+pub const WINDOW_START: &str = r"^([01][0-9]|2[0-3]):[0-5][0-9]$";
+/// A window's length in whole minutes or hours, e.g. `90m` or `4h`.
+pub const WINDOW_DURATION: &str = r"^[1-9][0-9]{0,4}[mh]$";
+/// An IANA time zone name, e.g. `Europe/Berlin` or `UTC`.
+pub const TIME_ZONE: &str = r"^[A-Za-z][-+A-Za-z0-9_]*(/[-+A-Za-z0-9_]+){0,2}$";
+
+/// The details of `spec.paused: true`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseSpec {
+    /// Why the instance is paused (status and Events repeat it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub reason: Option<String>,
+    /// Who paused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub by: Option<String>,
+    /// RFC 3339: the pause ends by itself then (an Event says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40), regex(pattern = RFC3339))]
+    #[x_kube(validation = Rule::new("timestamp(self) > timestamp('2000-01-01T00:00:00Z')").message("pause.until: must be an RFC 3339 time such as 2026-12-24T18:00:00Z"))]
+    pub until: Option<String>,
+}
+
+/// A weekly maintenance window: it opens on each of `days` at `start` in
+/// `timeZone` and stays open for `duration` (elapsed time: a window across a
+/// daylight-saving change lasts as long as any other).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MaintenanceWindow {
+    /// The days it opens on, in its time zone; every day when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 7), extend("x-kubernetes-list-type" = "set"))]
+    pub days: Vec<Weekday>,
+    /// Local opening time, `HH:MM` (24-hour clock). A time the clocks skip
+    /// (a daylight-saving gap) opens when the clocks have moved on, one the
+    /// clocks repeat opens the first time.
+    #[schemars(length(min = 5, max = 5), regex(pattern = WINDOW_START))]
+    pub start: String,
+    /// How long it stays open: whole minutes or hours, from `1m` to `168h`.
+    #[schemars(length(min = 2, max = 6), regex(pattern = WINDOW_DURATION))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1m') && duration(self) <= duration('168h')").message("maintenanceWindow.duration: must be from 1m to 168h"))]
+    pub duration: String,
+    /// An IANA time zone such as `Europe/Berlin`; `UTC` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = TIME_ZONE))]
+    pub time_zone: Option<String>,
+}
+
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+pub enum Weekday {
+    Monday,
+    Tuesday,
+    Wednesday,
+    Thursday,
+    Friday,
+    Saturday,
+    Sunday,
 }
 
 fn default_replicas() -> i32 {
@@ -258,6 +336,11 @@ pub struct KuraInstanceStatus {
     /// operator configuration's `rollout` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// A hash of what the spec asks to be rendered (everything but `paused`,
+    /// `pause` and `maintenanceWindow`) at the last successful apply: a spec
+    /// with another one makes the next revision the user's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_spec_hash: Option<String>,
 }
 
 /// Where a new desired revision comes from.

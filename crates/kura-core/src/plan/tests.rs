@@ -637,6 +637,7 @@ fn budgeted(o: &mut Observed, admission: Option<Admission>) {
     o.budget = BudgetView {
         budgeted: true,
         admission,
+        gate: Default::default(),
     };
 }
 
@@ -648,6 +649,46 @@ fn an_operator_change_that_restarts_pods_is_admitted_before_it_is_applied() {
     budgeted(&mut o, Some(Admission::Admit { counted: true }));
     assert_eq!(run(&o, &new), Plan::Admit);
     // Once the admission is recorded for this revision, it goes whole.
+    o.status.rollout = Some(crate::rollout::record(
+        crate::api::RolloutState::Admitted,
+        "f",
+        "r2",
+        true,
+        now(),
+    ));
+    o.budget.admission = None;
+    assert_eq!(sent(&run(&o, &new)), ["a", "a", "a-config"]);
+}
+
+/// Outside its window an operator change holds what restarts pods, like a
+/// budget wait; admitted inside the window (its record), it goes whole
+/// though the window has closed since: a window shorter than the rollout
+/// cuts nothing in half.
+#[test]
+fn a_window_holds_the_admission_and_never_an_admitted_rollout() {
+    let old = with_ingress(desired("r1", "img:1"));
+    let new = with_ingress(desired("r2", "img:1"));
+    let mut o = converged(&old, Phase::Ready);
+    let wait = crate::window::WindowWait {
+        window: "Monday 02:00 for 2h (UTC)".into(),
+        source: "spec.maintenanceWindow".into(),
+        opens: later(now(), Duration::from_secs(3600)),
+        deadline: None,
+    };
+    budgeted(&mut o, Some(Admission::Window(Box::new(wait.clone()))));
+    o.budget.gate = crate::window::Gate::Closed(wait.clone());
+    let p = run(&o, &new);
+    let Plan::Apply { apply, held, .. } = &p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(
+        held.as_ref(),
+        Some(&Admission::Window(Box::new(wait.clone())))
+    );
+    assert!(
+        apply.iter().all(|op| !op.id.kind.restarts_pods()),
+        "{apply:?}"
+    );
     o.status.rollout = Some(crate::rollout::record(
         crate::api::RolloutState::Admitted,
         "f",

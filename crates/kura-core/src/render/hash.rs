@@ -203,6 +203,21 @@ pub fn pod_template_hash(template: &PodTemplate, data: &ConfigData) -> String {
     hash
 }
 
+/// What the spec asks to be rendered: all of it but `paused`, `pause` and
+/// `maintenanceWindow`, which say only *when* (a hash of its canonical JSON).
+/// A change of it is the user's; an edit of a window or a pause is not, so it
+/// never lets a change of the operator's skip the window it waits for.
+pub fn spec_hash(spec: &crate::api::KuraInstanceSpec) -> String {
+    let mut value = serde_json::to_value(spec).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        for when in ["paused", "pause", "maintenanceWindow"] {
+            map.remove(when);
+        }
+    }
+    let hash = hex_sha256(&canonical_json(&value));
+    hash[..16].to_string()
+}
+
 /// The short form shown in `kubectl get`.
 pub fn short(revision: &str) -> String {
     revision.chars().take(12).collect()
@@ -217,6 +232,12 @@ impl crate::config::OperatorConfig {
         let mut value = serde_json::to_value(self).expect("the configuration serialises");
         if let Some(map) = value.as_object_mut() {
             map.remove("rollout");
+            // When a change may go renders nothing: a new window is no new rollout.
+            if let Some(regions) = map.get_mut("regions").and_then(|r| r.as_object_mut()) {
+                for region in regions.values_mut().filter_map(|r| r.as_object_mut()) {
+                    region.remove("maintenanceWindow");
+                }
+            }
         }
         let mut bytes = crate::render::canonical_json(&value);
         bytes.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());

@@ -28,6 +28,7 @@ fn member(name: &str, ready: bool, rollout: Option<RolloutStatus>) -> Member {
         serving: ready,
         out: false,
         rollout,
+        gate: Gate::Open,
     }
 }
 
@@ -296,4 +297,70 @@ fn admissions_the_cache_does_not_show_yet_take_one_slot_each_not_two() {
         admit(&d, &f, &count(3)),
         Admission::Wait { ahead: 1, .. }
     ));
+}
+
+fn closed_window() -> Gate {
+    Gate::Closed(WindowWait {
+        window: "Monday 02:00 for 2h (UTC)".into(),
+        source: "spec.maintenanceWindow".into(),
+        opens: now() + jiff::SignedDuration::from_hours(3),
+        deadline: None,
+    })
+}
+
+/// Outside its window a serving instance waits for the opening, whatever
+/// the budget has free; an instance that does not serve goes at once, as
+/// with the budget (the change may be its fix).
+#[test]
+fn outside_its_window_an_instance_waits_for_the_opening_not_for_a_slot() {
+    let mut me = member("a", true, waiting(FLEET));
+    me.gate = closed_window();
+    let fleet = fleet([me.clone()], FLEET, DEADLINE, now());
+    assert!(fleet.queue.is_empty(), "not in line: {fleet:?}");
+    assert!(matches!(
+        admit(&me, &fleet, &count(5)),
+        Admission::Window(w) if w.opens == now() + jiff::SignedDuration::from_hours(3)
+    ));
+    me.serving = false;
+    assert_eq!(
+        admit(&me, &fleet, &count(5)),
+        Admission::Admit { counted: false }
+    );
+}
+
+/// One waiting for its window holds no place before the others: with a
+/// budget of one, `b` (after `a` in order) is admitted while `a` waits.
+#[test]
+fn an_instance_waiting_for_its_window_keeps_no_one_else_waiting() {
+    let mut a = member("a", true, waiting(FLEET));
+    a.gate = closed_window();
+    let b = member("b", true, waiting(FLEET));
+    let f = fleet([a, b.clone()], FLEET, DEADLINE, now());
+    assert_eq!(admit(&b, &f, &count(1)), Admission::Admit { counted: true });
+    assert_eq!(next_in_line(&f, &count(1)), vec![key("b")]);
+}
+
+/// Admitted inside its window, an instance counts against the budget until
+/// it is Ready again, even once its window closed (no rollout is cut in
+/// half, and the budget still bounds it).
+#[test]
+fn admitted_before_the_window_closed_it_still_counts_in_flight() {
+    let mut a = member("a", false, admitted(FLEET, true, 30));
+    a.gate = closed_window();
+    let b = member("b", true, waiting(FLEET));
+    let f = fleet([a, b.clone()], FLEET, DEADLINE, now());
+    assert_eq!(f.in_flight, vec![key("a")]);
+    assert!(matches!(admit(&b, &f, &count(1)), Admission::Wait { .. }));
+}
+
+/// Past its deadline the window no longer counts: the budget decides.
+#[test]
+fn past_its_deadline_the_budget_alone_decides() {
+    let mut me = member("a", true, waiting(FLEET));
+    me.gate = Gate::PastDeadline(now());
+    let f = fleet([me.clone()], FLEET, DEADLINE, now());
+    assert_eq!(
+        admit(&me, &f, &count(1)),
+        Admission::Admit { counted: true }
+    );
 }

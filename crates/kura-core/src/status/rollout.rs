@@ -25,6 +25,8 @@ pub struct RolloutInputs<'a> {
     /// The desired revision is an operator-originated change of a running pod
     /// template, and the budget said this instance takes it uncounted.
     pub uncounted: bool,
+    /// The instance's maintenance window and deadline (`crate::window`).
+    pub gate: &'a crate::window::Gate,
 }
 
 pub fn update(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i: &StatusInputs) {
@@ -135,6 +137,7 @@ fn next_record(
 fn held_reason(admission: &Admission) -> &'static str {
     match admission {
         Admission::Halted { .. } => "RolloutHalted",
+        Admission::Window(_) => "WaitingForWindow",
         _ => "WaitingForBudget",
     }
 }
@@ -160,8 +163,17 @@ fn held_message(admission: &Admission, revision: &str, r: &RolloutInputs) -> Str
                 r.deadline.as_secs()
             )
         }
+        Admission::Window(wait) => format!(
+            "{change}; {wait}. What restarts no pod was applied; user changes and repairs go on meanwhile"
+        ),
         _ => format!(
-            "{change}; waiting for the rollout budget (rollout.maxUnavailable). What restarts no pod was applied; user changes and repairs go on meanwhile"
+            "{change}; waiting for the rollout budget (rollout.maxUnavailable){}. What restarts no pod was applied; user changes and repairs go on meanwhile",
+            match r.gate {
+                crate::window::Gate::PastDeadline(d) => format!(
+                    "; its deadline {d} (rollout.windowDeadline) has passed: it waits for no maintenance window"
+                ),
+                _ => String::new(),
+            }
         ),
     }
 }

@@ -35,6 +35,8 @@ fn instance() -> KuraInstance {
             env: vec![],
             gateway: GatewaySpec::default(),
             paused: false,
+            pause: None,
+            maintenance_window: None,
         },
     );
     instance.metadata.namespace = Some("kura-demo".into());
@@ -407,4 +409,27 @@ fn errors_display_as_path_and_message_joined_by_semicolons() {
         shown.ends_with("; spec.replicas: must be between 1 and 16, got 0"),
         "{shown}"
     );
+}
+
+#[test]
+fn a_window_or_a_pause_end_that_cannot_be_read_is_invalid_naming_its_field() {
+    let config = config();
+    let mut i = instance();
+    i.spec.maintenance_window = Some(crate::api::MaintenanceWindow {
+        days: vec![],
+        start: "02:00".into(),
+        duration: "2h".into(),
+        time_zone: Some("Mars/Olympus_Mons".into()),
+    });
+    i.spec.pause = Some(crate::api::PauseSpec {
+        until: Some("tomorrow".into()),
+        ..Default::default()
+    });
+    let errs = validate(&i, &config).unwrap_err();
+    let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["spec.maintenanceWindow.timeZone", "spec.pause.until"]
+    );
+    assert!(errs.to_string().contains("Mars/Olympus_Mons"), "{errs}");
 }

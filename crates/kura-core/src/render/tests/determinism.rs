@@ -131,3 +131,31 @@ fn objects_come_in_canonical_order() {
         );
     }
 }
+
+/// What the spec asks to be rendered ignores when: an edit of a window or a
+/// pause is no change of the user's (`render::hash::spec_hash`).
+#[test]
+fn editing_a_window_or_a_pause_is_no_change_of_what_the_spec_renders() {
+    let spec: crate::api::KuraInstanceSpec = serde_json::from_value(serde_json::json!({
+        "account": "acme", "region": "eu-west-1", "image": "kura:1",
+        "storage": {"size": "1Gi"}
+    }))
+    .unwrap();
+    let hash = crate::render::hash::spec_hash;
+    let mut when = spec.clone();
+    when.paused = true;
+    when.pause = Some(crate::api::PauseSpec {
+        reason: Some("why".into()),
+        ..Default::default()
+    });
+    when.maintenance_window = Some(crate::api::MaintenanceWindow {
+        days: vec![crate::api::Weekday::Monday],
+        start: "02:00".into(),
+        duration: "1h".into(),
+        time_zone: None,
+    });
+    assert_eq!(hash(&spec), hash(&when));
+    let mut image = spec.clone();
+    image.image = "kura:2".into();
+    assert_ne!(hash(&spec), hash(&image));
+}
