@@ -66,7 +66,7 @@ case "${1:-}" in
     fi
     $cp prometheus  # promtool and Prometheus for tests/cluster/monitoring.rs (cached)
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
-    RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets
+    RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets --no-fail-fast
     ;;
   demo)
     exec scripts/demo.sh

@@ -10,8 +10,15 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+/// The repository's root: this file is compiled into the operator's tests and
+/// into the benchmark crate's (`crates/kura-bench`), two levels down.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("scripts/control-plane.sh").exists())
+        .map(PathBuf::from)
+        .unwrap_or(manifest)
 }
 
 pub fn kubeconfig_path() -> PathBuf {
