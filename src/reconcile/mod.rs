@@ -5,7 +5,7 @@
 //! `crate::reconcile::decide` is the decision the preview (`kura-operator diff`) makes
 //! too: validate, render, observe the caches, host claims, the fleet budget,
 //! plan. Only `execute` (through `rollout`'s apply and prune) and
-//! `report::write` talk to the apiserver; probe reads the caches, and
+//! `report::Pass::write` talk to the apiserver; probe reads the caches, and
 //! status::compute is pure.
 
 pub mod apply;
@@ -95,17 +95,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     let config = ctx.config();
     let now = Timestamp::now();
     let recall = ctx.memory.recall(&instance, SETTLE);
-    let decision = decide(&Inputs {
-        instance: &instance,
-        config: &config,
-        stores: &ctx.stores,
-        status: recall.status.clone(),
-        recently_applied: recall.recently_applied.as_deref(),
-        memory: &ctx.memory,
-        policy: &ctx.policy,
-        now,
-        mode: Mode::Operate,
-    });
+    let decision = decide_now(&ctx, &instance, &config, &recall, now);
     let span = tracing::info_span!(
         "reconcile",
         %namespace,
@@ -113,45 +103,48 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
         revision = decision.revision().map(short).unwrap_or_default(),
         origin = ?budget::origin(&decision.observed),
     );
+    let pass = report::Pass {
+        ctx: &ctx,
+        instance: &instance,
+        config: &config,
+        decision: &decision,
+        recall: &recall,
+        now,
+    };
     async {
         let (outcome, requeue) = execute::execute(&ctx, &instance, &decision, &config, now).await?;
-        let activation = report::activation(&outcome, &decision, &ctx.stores);
-        let new_status = report::status(
-            &instance,
-            &decision,
-            &outcome,
-            activation.as_ref(),
-            &ctx,
-            &config,
-            now,
-        );
+        let activation = pass.activation(&outcome);
+        let new_status = pass.status(&outcome, activation.as_ref());
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);
-        report::write(
-            &ctx,
-            &instance,
-            &decision.observed,
-            &new_status,
-            &outcome,
-            &recall,
-            now,
-        )
-        .await?;
-        report::after(
-            &ctx,
-            &instance,
-            &decision.observed.status,
-            &new_status,
-            &outcome,
-            &config,
-            now,
-        );
-        let requeue = match activation {
+        pass.write(&new_status, &outcome).await?;
+        pass.after(&new_status, &outcome);
+        Ok(Action::requeue(match activation {
             Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
             _ => requeue,
-        };
-        Ok(Action::requeue(requeue))
+        }))
     }
     .instrument(span)
     .await
+}
+
+/// This pass's decision, from the caches, this process's memory and the clock.
+fn decide_now(
+    ctx: &Context,
+    instance: &KuraInstance,
+    config: &crate::config::OperatorConfig,
+    recall: &crate::memory::Recall,
+    now: Timestamp,
+) -> decide::Decision {
+    decide(&Inputs {
+        instance,
+        config,
+        stores: &ctx.stores,
+        status: recall.status.clone(),
+        recently_applied: recall.recently_applied.as_deref(),
+        memory: &ctx.memory,
+        policy: &ctx.policy,
+        now,
+        mode: Mode::Operate,
+    })
 }

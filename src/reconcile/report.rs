@@ -2,6 +2,8 @@
 //! the status write and its Events, and what the pass leaves behind for others
 //! (a freed slot of the fleet budget wakes the next in line).
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use kube::Api;
 
@@ -14,132 +16,129 @@ use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::memory::Recall;
 use crate::reconcile::decide::Decision;
-use crate::reconcile::plan::Observed;
 use crate::rollout::Admission;
 
-/// What the caches say of the instance's activation after this pass did
-/// `outcome`: nothing when nothing was rendered or nothing is expected to run
-/// (invalid, paused, conflicts, a failed apply or prune, waits).
-pub fn activation(
-    outcome: &Outcome,
-    decision: &crate::reconcile::decide::Decision,
-    stores: &crate::stores::Stores,
-) -> Option<Activation> {
-    let desired = decision.desired()?;
-    match outcome {
-        Outcome::Held(_) | Outcome::Applied { held: Some(_), .. } => probe::held(desired, stores),
-        Outcome::Applied { pruned, .. } if pruned.failure.is_none() => {
-            Some(probe::probe(desired, stores, true))
-        }
-        Outcome::Converged => Some(probe::probe(
-            desired,
-            stores,
-            decision.observed.status.phase != Some(crate::api::Phase::Ready),
-        )),
-        _ => None,
-    }
+/// One pass for one instance, as the report steps read it.
+pub struct Pass<'a> {
+    pub ctx: &'a Context,
+    pub instance: &'a Arc<KuraInstance>,
+    pub config: &'a OperatorConfig,
+    pub decision: &'a Decision,
+    pub recall: &'a Recall,
+    pub now: Timestamp,
 }
 
-/// The status this pass leaves: pure, from the decision and what happened.
-pub fn status(
-    instance: &KuraInstance,
-    decision: &Decision,
-    outcome: &Outcome,
-    activation: Option<&Activation>,
-    ctx: &Context,
-    config: &OperatorConfig,
-    now: Timestamp,
-) -> KuraInstanceStatus {
-    let observed = &decision.observed;
-    status::compute(&StatusInputs {
-        observed,
-        desired: decision.desired(),
-        gateway: decision.gateway(),
-        outcome,
-        activation,
-        pending_storage: decision.pending_storage.as_ref(),
-        rollout: status::RolloutInputs {
-            origin: budget::origin(observed),
-            fleet_revision: &config.fleet_revision(),
-            deadline: config.rollout.deadline(),
-            uncounted: observed.budget.budgeted
-                && matches!(
-                    observed.budget.admission,
-                    Some(Admission::Admit { counted: false })
-                ),
-            gate: &observed.budget.gate,
-        },
-        pause: instance.spec.pause.as_ref(),
-        policy: &ctx.policy,
-        now,
-    })
-}
-
-/// Writes the status when it is worth a write, then publishes the Events of
-/// the transition (after the write, not awaited). A failed write is an Event
-/// of its own and a transient failure of this instance.
-pub async fn write(
-    ctx: &Context,
-    instance: &std::sync::Arc<KuraInstance>,
-    observed: &Observed,
-    new_status: &KuraInstanceStatus,
-    outcome: &Outcome,
-    recall: &Recall,
-    now: Timestamp,
-) -> Result<(), Error> {
-    let mut events = events::events_for(&observed.status, new_status, outcome);
-    events.extend(events::pause_expired(
-        &observed.status,
-        new_status,
-        &instance.spec,
-        now,
-    ));
-    if !observed.ignored_inventory.is_empty() {
-        events.push(events::inventory_ignored(&observed.ignored_inventory));
-    }
-    events.extend(events::deadline_overrode_window(observed, outcome));
-    // Ignored entries are still in the live status: the write removes them.
-    if !observed.ignored_inventory.is_empty()
-        || status::worth_writing(&observed.status, new_status, recall.since_status_written)
-    {
-        let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
-        let name = instance.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
-        let written = status::write(&api, name, new_status).await;
-        ctx.metrics.status_write(written.as_ref().err());
-        match written {
-            Ok(rv) => ctx.memory.status_written(instance, rv, new_status),
-            Err(source) => {
-                events::publish(ctx, instance, vec![events::status_write_failed(&source)]);
-                let streak = ctx.memory.transient_failure(instance, "status", now);
-                return Err(Error::Status {
-                    source,
-                    failures: streak.failures,
-                });
+impl Pass<'_> {
+    /// What the caches say of the instance's activation after this pass did
+    /// `outcome`: nothing when nothing was rendered or nothing is expected to
+    /// run (invalid, paused, conflicts, a failed apply or prune, waits).
+    pub fn activation(&self, outcome: &Outcome) -> Option<Activation> {
+        let desired = self.decision.desired()?;
+        let stores = &self.ctx.stores;
+        match outcome {
+            Outcome::Held(_) | Outcome::Applied { held: Some(_), .. } => {
+                probe::held(desired, stores)
             }
+            Outcome::Applied { pruned, .. } if pruned.failure.is_none() => {
+                Some(probe::probe(desired, stores, true))
+            }
+            Outcome::Converged => Some(probe::probe(
+                desired,
+                stores,
+                self.decision.observed.status.phase != Some(crate::api::Phase::Ready),
+            )),
+            _ => None,
         }
-        tracing::debug!(changed = ?status::changes(&observed.status, new_status), "status written");
     }
-    events::publish(ctx, instance, events);
-    Ok(())
-}
 
-/// What the pass leaves for others: a slot of the budget it freed wakes the
-/// next in line; a pass that got through ends the transient streak.
-pub fn after(
-    ctx: &Context,
-    instance: &KuraInstance,
-    prev: &KuraInstanceStatus,
-    new: &KuraInstanceStatus,
-    outcome: &Outcome,
-    config: &OperatorConfig,
-    now: Timestamp,
-) {
-    if left_the_budget(prev, new) {
-        budget::wake_next(ctx, config, now);
+    /// The status this pass leaves: pure, from the decision and what happened.
+    pub fn status(&self, outcome: &Outcome, activation: Option<&Activation>) -> KuraInstanceStatus {
+        let decision = self.decision;
+        let observed = &decision.observed;
+        status::compute(&StatusInputs {
+            observed,
+            desired: decision.desired(),
+            gateway: decision.gateway(),
+            outcome,
+            activation,
+            pending_storage: decision.pending_storage.as_ref(),
+            rollout: status::RolloutInputs {
+                origin: budget::origin(observed),
+                fleet_revision: &self.config.fleet_revision(),
+                deadline: self.config.rollout.deadline(),
+                uncounted: observed.budget.budgeted
+                    && matches!(
+                        observed.budget.admission,
+                        Some(Admission::Admit { counted: false })
+                    ),
+                gate: &observed.budget.gate,
+            },
+            pause: self.instance.spec.pause.as_ref(),
+            policy: &self.ctx.policy,
+            now: self.now,
+        })
     }
-    if !outcome.failure().is_some_and(Failure::is_transient) {
-        ctx.memory.transient_over(instance);
+
+    /// Writes the status when it is worth a write, then publishes the Events
+    /// of the transition (after the write, not awaited). A failed write is an
+    /// Event of its own and a transient failure of this instance.
+    pub async fn write(
+        &self,
+        new_status: &KuraInstanceStatus,
+        outcome: &Outcome,
+    ) -> Result<(), Error> {
+        let (ctx, instance, now) = (self.ctx, self.instance, self.now);
+        let observed = &self.decision.observed;
+        let mut events = events::events_for(&observed.status, new_status, outcome);
+        events.extend(events::pause_expired(
+            &observed.status,
+            new_status,
+            &instance.spec,
+            now,
+        ));
+        if !observed.ignored_inventory.is_empty() {
+            events.push(events::inventory_ignored(&observed.ignored_inventory));
+        }
+        events.extend(events::deadline_overrode_window(observed, outcome));
+        // Ignored entries are still in the live status: the write removes them.
+        if !observed.ignored_inventory.is_empty()
+            || status::worth_writing(
+                &observed.status,
+                new_status,
+                self.recall.since_status_written,
+            )
+        {
+            let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
+            let name = instance.metadata.name.as_deref().unwrap_or_default();
+            let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
+            let written = status::write(&api, name, new_status).await;
+            ctx.metrics.status_write(written.as_ref().err());
+            match written {
+                Ok(rv) => ctx.memory.status_written(instance, rv, new_status),
+                Err(source) => {
+                    events::publish(ctx, instance, vec![events::status_write_failed(&source)]);
+                    let streak = ctx.memory.transient_failure(instance, "status", now);
+                    return Err(Error::Status {
+                        source,
+                        failures: streak.failures,
+                    });
+                }
+            }
+            tracing::debug!(changed = ?status::changes(&observed.status, new_status), "status written");
+        }
+        events::publish(ctx, instance, events);
+        Ok(())
+    }
+
+    /// What the pass leaves for others: a slot of the budget it freed wakes
+    /// the next in line; a pass that got through ends the transient streak.
+    pub fn after(&self, new: &KuraInstanceStatus, outcome: &Outcome) {
+        if left_the_budget(&self.decision.observed.status, new) {
+            budget::wake_next(self.ctx, self.config, self.now);
+        }
+        if !outcome.failure().is_some_and(Failure::is_transient) {
+            self.ctx.memory.transient_over(self.instance);
+        }
     }
 }
 

@@ -42,7 +42,8 @@ async fn converged(instances: &Api<KuraInstance>, class: &str) -> (usize, usize)
 fn applied_without_status(log: &str) -> bool {
     let mut last = std::collections::HashMap::new();
     for line in log.lines() {
-        let event = if line.contains("kura_operator::reconcile: applied namespace=") {
+        // Named by its reconcile's span: `reconcile{namespace=… instance=…}`.
+        let event = if line.contains("kura_operator::reconcile::report: applied ") {
             "applied"
         } else if line.contains("status written") {
             "status"

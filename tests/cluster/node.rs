@@ -869,7 +869,7 @@ fn operator_writers_since(
     namespace: &str,
     since: jiff::Timestamp,
 ) -> Vec<String> {
-    let text = std::fs::read_to_string(plane.kubeconfig().with_file_name("audit.log")).unwrap();
+    let text = crate::support::audit_text(&plane.kubeconfig().with_file_name("audit.log"));
     let mut writes: Vec<(jiff::Timestamp, String)> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

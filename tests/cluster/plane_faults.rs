@@ -259,8 +259,9 @@ async fn fleet_survives_apiserver_and_etcd_restarts_and_a_paused_apiserver() {
 
     // No hot loop through any of it.
     let log = op.log();
-    let reconciles = counts_per_instance(&log, "reconciled namespace=");
-    let applies = counts_per_instance(&log, "kura_operator::reconcile: applied namespace=");
+    // Each line carries its reconcile's span: `reconcile{namespace=… instance=…}`.
+    let reconciles = counts_per_instance(&log, "kura_operator::reconcile::report: reconciled ");
+    let applies = counts_per_instance(&log, "kura_operator::reconcile::report: applied ");
     assert_eq!(reconciles.len(), FLEET, "every instance was reconciled");
     let (busiest, most) = reconciles.iter().max_by_key(|(_, n)| **n).unwrap();
     let most_applies = applies.values().max().copied().unwrap_or_default();

@@ -232,9 +232,34 @@ pub fn audit_log() -> PathBuf {
 /// Mutating requests the audit log recorded in `namespace` at or after `since`
 /// (RFC 3339), as `verb resource[/subresource] name` strings, excluding Events
 /// and the control plane's own controllers.
+/// The text of the audit log at `path` and of the backups the apiserver
+/// rotated it into (`audit-<time>.log` beside it, oldest first): a long
+/// suite writes more than one file's worth (`--audit-log-maxsize`), and a
+/// test's window can straddle a rotation.
+pub fn audit_text(path: &std::path::Path) -> String {
+    let dir = path.parent().expect("the audit log's directory");
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".log"))
+        })
+        .collect();
+    // Their names carry the time of the rotation.
+    rotated.sort();
+    let mut text = String::new();
+    for file in rotated.iter().chain([&path.to_path_buf()]) {
+        text.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+    }
+    text
+}
+
 pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
     let since: jiff::Timestamp = since.parse().expect("RFC 3339");
-    let text = std::fs::read_to_string(audit_log()).unwrap_or_default();
+    let text = audit_text(&audit_log());
     text.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["objectRef"]["namespace"] == namespace)

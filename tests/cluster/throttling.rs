@@ -52,7 +52,7 @@ impl Drop for FlowControlCleanup {
 
 /// Mutating requests made as `user` since `since`, from the audit log: (all, 429s).
 fn audited_requests(user: &str, since: jiff::Timestamp) -> (usize, usize) {
-    let text = std::fs::read_to_string(audit_log()).unwrap_or_default();
+    let text = audit_text(&audit_log());
     let mut total = 0;
     let mut throttled = 0;
     for e in text
