@@ -27,7 +27,9 @@ pub fn watch_file(path: PathBuf, texts: mpsc::Sender<io::Result<String>>, fallba
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
+        // Only what can change the file: its own read is an access event, and
+        // answering that with a read would read forever.
+        if event.is_ok_and(|e| changes_content(&e.kind)) {
             // Full: a read is already due, and it will see this change too.
             let _ = poke_tx.try_send(());
         }
@@ -57,6 +59,14 @@ pub fn watch_file(path: PathBuf, texts: mpsc::Sender<io::Result<String>>, fallba
             }
         }
     });
+}
+
+/// Whether a file event can change what the file holds: created, written,
+/// renamed (a mounted ConfigMap's symlink swap), removed. Not an access: the
+/// operator's own read is one.
+fn changes_content(kind: &notify::EventKind) -> bool {
+    use notify::EventKind::{Any, Create, Modify, Other, Remove};
+    matches!(kind, Create(_) | Modify(_) | Remove(_) | Any | Other)
 }
 
 /// Lists and watches the one ConfigMap `namespace/name` (a field selector on
@@ -137,6 +147,20 @@ mod tests {
         .await
         .expect("the change within 30 s, with no poll due for an hour");
         assert_eq!(seen, "a: 2\n");
+        // Its own reads are no change: an unchanged file is not read again and
+        // again (an access event answered with a read reads forever).
+        let quiet = tokio::time::timeout(Duration::from_secs(2), async {
+            let mut reads = 0;
+            while rx.recv().await.is_some() {
+                reads += 1;
+                if reads > 3 {
+                    return reads;
+                }
+            }
+            reads
+        })
+        .await;
+        assert!(quiet.is_err(), "read again and again with nothing changed");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
