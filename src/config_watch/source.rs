@@ -26,10 +26,15 @@ pub fn watch_file(path: PathBuf, texts: mpsc::Sender<io::Result<String>>, fallba
         .filter(|d| !d.as_os_str().is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         // Only what can change the file: its own read is an access event, and
-        // answering that with a read would read forever.
-        if event.is_ok_and(|e| changes_content(&e.kind)) {
+        // answering that with a read would read forever; another file of the
+        // directory (a log written beside it) is none of its business.
+        if event.is_ok_and(|e| changes_content(&e.kind) && concerns(&e.paths, &name)) {
             // Full: a read is already due, and it will see this change too.
             let _ = poke_tx.try_send(());
         }
@@ -67,6 +72,17 @@ pub fn watch_file(path: PathBuf, texts: mpsc::Sender<io::Result<String>>, fallba
 fn changes_content(kind: &notify::EventKind) -> bool {
     use notify::EventKind::{Any, Create, Modify, Other, Remove};
     matches!(kind, Create(_) | Modify(_) | Remove(_) | Any | Other)
+}
+
+/// Whether an event of the directory is about the file: its own name, or the
+/// `..data` symlink (and its `..data_tmp`) a mounted ConfigMap swaps. An event
+/// naming no path may be about anything.
+fn concerns(paths: &[PathBuf], name: &std::ffi::OsStr) -> bool {
+    paths.is_empty()
+        || paths
+            .iter()
+            .filter_map(|p| p.file_name())
+            .any(|n| n == name || n.to_str().is_some_and(|n| n.starts_with("..data")))
 }
 
 /// Lists and watches the one ConfigMap `namespace/name` (a field selector on
@@ -161,6 +177,12 @@ mod tests {
         })
         .await;
         assert!(quiet.is_err(), "read again and again with nothing changed");
+        // Another file of the directory (a log beside it) is not a change of it.
+        for i in 0..5 {
+            std::fs::write(dir.join("operator.log"), format!("line {i}\n")).unwrap();
+        }
+        let other = tokio::time::timeout(Duration::from_secs(2), rx.recv()).await;
+        assert!(other.is_err(), "read for another file's change: {other:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

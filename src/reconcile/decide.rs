@@ -95,14 +95,6 @@ impl Decision {
         }
     }
 
-    /// The plan; an invalid instance's is `Plan::Invalid`.
-    pub fn plan(&self) -> std::borrow::Cow<'_, Plan> {
-        match &self.verdict {
-            Verdict::Valid(v) => std::borrow::Cow::Borrowed(&v.plan),
-            Verdict::Invalid(errors) => std::borrow::Cow::Owned(Plan::Invalid(errors.clone())),
-        }
-    }
-
     pub fn revision(&self) -> Option<&str> {
         self.desired().map(|d| d.revision.as_str())
     }

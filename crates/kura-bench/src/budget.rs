@@ -13,8 +13,8 @@ use serde_json::json;
 
 use crate::cluster::Bench;
 use crate::fleet::{Expected, Watched};
-use crate::operator::{Process, settle};
-use crate::report::secs;
+use crate::proc::secs;
+use crate::process::{Process, settle};
 use crate::{Args, BenchResult};
 
 /// The budget of this phase, a percentage of the instances.

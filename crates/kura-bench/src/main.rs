@@ -34,6 +34,7 @@ mod fleet;
 mod operator;
 mod preview;
 mod proc;
+mod process;
 mod report;
 
 use std::path::PathBuf;

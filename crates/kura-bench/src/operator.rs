@@ -4,8 +4,7 @@
 //! operator then serves the diff preview and the budget phase.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -23,93 +22,13 @@ use kura_operator::config::OperatorConfig;
 
 use crate::cluster::Bench;
 use crate::fleet::{self, Watched, wait_all};
+use crate::proc::secs;
 use crate::proc::{self, Sampler};
-use crate::report::{Idle, Operator, Phases, ProcessUse, Resources, secs};
+use crate::process::{CONVERGED, Process, settle};
+use crate::report::{Idle, Operator, Phases, ProcessUse, Resources};
 use crate::{Args, BenchResult, audit};
 
 /// The operator process, killed when dropped.
-pub struct Process {
-    child: Child,
-    log: PathBuf,
-    config: PathBuf,
-}
-
-impl Process {
-    fn spawn(args: &Args, bench: &Bench, config_yaml: &str) -> BenchResult<Process> {
-        let config = bench.workdir.join("operator-config.yaml");
-        std::fs::write(&config, config_yaml)?;
-        let log = bench.workdir.join("operator.log");
-        let child = Command::new(args.operator_bin())
-            .args(["run", "--namespace", &bench.operator_ns])
-            .args(["--resync", &format!("{}ms", args.resync.as_millis())])
-            .args(["--concurrency", &args.concurrency.to_string()])
-            .args(["--metrics-addr", "127.0.0.1:0"])
-            .arg("--config")
-            .arg(&config)
-            .arg("--kubeconfig")
-            .arg(&bench.kubeconfig)
-            // One debug line per reconcile ("reconciled", with its outcome) is how
-            // the idle phase knows every instance was re-planned.
-            .env("KURA_LOG", "info,kube=warn,kura_operator::reconcile=debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .map_err(|e| format!("{}: {e}", args.operator_bin().display()))?;
-        Ok(Process { child, log, config })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log_count(&self, needle: &str) -> usize {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .matches(needle)
-            .count()
-    }
-
-    /// When the operator logged its last line containing `needle` (the text
-    /// format starts each line with an RFC 3339 time).
-    pub fn logged_at(&self, needle: &str) -> Option<jiff::Timestamp> {
-        let log = std::fs::read_to_string(&self.log).ok()?;
-        let line = log.lines().rfind(|l| l.contains(needle))?;
-        line.split_whitespace().next()?.parse().ok()
-    }
-
-    /// Replace the configuration file whole, as a ConfigMap update does.
-    pub fn set_config(&self, yaml: &str) -> BenchResult<()> {
-        let tmp = self.config.with_extension("tmp");
-        std::fs::write(&tmp, yaml)?;
-        std::fs::rename(&tmp, &self.config)?;
-        Ok(())
-    }
-
-    async fn wait_running(&mut self) -> BenchResult<()> {
-        let start = Instant::now();
-        while self.log_count("kura-operator running") == 0 {
-            if let Some(status) = self.child.try_wait()? {
-                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                return Err(format!("the operator exited ({status}):\n{log}").into());
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                return Err("the operator did not start within 60s".into());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const CONVERGED: &str = "outcome=\"converged\"";
-
 pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources)> {
     let n = args.instances();
     let ns = &bench.operator_ns;
@@ -173,20 +92,6 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
     drop(sampler);
     out.budget = crate::budget::run(args, bench, &op, &watched, &expected).await?;
     Ok((out, resources))
-}
-
-/// Wait until every instance is Ready and every rollout finished, so that one
-/// phase's tail (pods rolling, status turning Ready) is not counted in the next.
-pub async fn settle(watched: &Watched, n: usize, timeout: Duration) -> BenchResult<()> {
-    wait_all("operator: instances Ready", n, timeout, || {
-        watched.ready_instances()
-    })
-    .await?;
-    wait_all("operator: StatefulSet rollouts", n, timeout, || {
-        watched.rolled_out()
-    })
-    .await?;
-    Ok(())
 }
 
 async fn create_instances(

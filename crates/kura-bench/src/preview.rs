@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::cluster::Bench;
-use crate::report::secs;
+use crate::proc::secs;
 use crate::{Args, BenchResult, proc};
 
 #[derive(Serialize, Default)]

@@ -98,3 +98,8 @@ impl Drop for Sampler {
         }
     }
 }
+
+/// A duration in seconds, to the millisecond (as the report shows them).
+pub fn secs(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}

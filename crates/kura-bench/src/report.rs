@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Serialize;
 
@@ -25,9 +24,7 @@ const DIFF_TIME_GOAL_S: f64 = 10.0;
 const DIFF_RSS_GOAL_MIB: f64 = 128.0;
 const RENDER_BENCH: &str = "render+hash <= 20 us: `cargo bench --bench render`, see docs/benchmarks.md (not measured here)";
 
-pub fn secs(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1000.0).round() / 1000.0
-}
+pub use crate::proc::secs;
 
 #[derive(Serialize, Default)]
 pub struct Report {

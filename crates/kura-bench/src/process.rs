@@ -1,0 +1,106 @@
+//! The operator under test as a process of its own, and waiting for its fleet
+//! to settle between phases (used by the operator and budget phases).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cluster::Bench;
+use crate::fleet::{Watched, wait_all};
+use crate::{Args, BenchResult};
+
+pub struct Process {
+    child: Child,
+    log: PathBuf,
+    config: PathBuf,
+}
+
+impl Process {
+    pub fn spawn(args: &Args, bench: &Bench, config_yaml: &str) -> BenchResult<Process> {
+        let config = bench.workdir.join("operator-config.yaml");
+        std::fs::write(&config, config_yaml)?;
+        let log = bench.workdir.join("operator.log");
+        let child = Command::new(args.operator_bin())
+            .args(["run", "--namespace", &bench.operator_ns])
+            .args(["--resync", &format!("{}ms", args.resync.as_millis())])
+            .args(["--concurrency", &args.concurrency.to_string()])
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(&bench.kubeconfig)
+            // One debug line per reconcile ("reconciled", with its outcome) is how
+            // the idle phase knows every instance was re-planned.
+            .env("KURA_LOG", "info,kube=warn,kura_operator::reconcile=debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", args.operator_bin().display()))?;
+        Ok(Process { child, log, config })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_count(&self, needle: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .matches(needle)
+            .count()
+    }
+
+    /// When the operator logged its last line containing `needle` (the text
+    /// format starts each line with an RFC 3339 time).
+    pub fn logged_at(&self, needle: &str) -> Option<jiff::Timestamp> {
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        let line = log.lines().rfind(|l| l.contains(needle))?;
+        line.split_whitespace().next()?.parse().ok()
+    }
+
+    /// Replace the configuration file whole, as a ConfigMap update does.
+    pub fn set_config(&self, yaml: &str) -> BenchResult<()> {
+        let tmp = self.config.with_extension("tmp");
+        std::fs::write(&tmp, yaml)?;
+        std::fs::rename(&tmp, &self.config)?;
+        Ok(())
+    }
+
+    pub async fn wait_running(&mut self) -> BenchResult<()> {
+        let start = Instant::now();
+        while self.log_count("kura-operator running") == 0 {
+            if let Some(status) = self.child.try_wait()? {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Err(format!("the operator exited ({status}):\n{log}").into());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err("the operator did not start within 60s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub const CONVERGED: &str = "outcome=\"converged\"";
+
+/// Wait until every instance is Ready and every rollout finished, so that one
+/// phase's tail (pods rolling, status turning Ready) is not counted in the next.
+pub async fn settle(watched: &Watched, n: usize, timeout: Duration) -> BenchResult<()> {
+    wait_all("operator: instances Ready", n, timeout, || {
+        watched.ready_instances()
+    })
+    .await?;
+    wait_all("operator: StatefulSet rollouts", n, timeout, || {
+        watched.rolled_out()
+    })
+    .await?;
+    Ok(())
+}
