@@ -197,7 +197,10 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
         host_reservation: args.host_reservation,
     };
-    let (streams, gateway_streams) = controller::streams(&scope);
+    // The instance controller's one wake channel: the budget's next in line
+    // (`Context::wake`) and instances a freed host concerns (claims).
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (streams, gateway_streams) = controller::streams(&scope, wake_tx.clone());
     probes.set_instances(streams.stores.instances.clone());
     // Nobody reconciles before every cache has listed once: a restarted
     // operator would see every child "missing" and re-apply the whole fleet.
@@ -205,7 +208,6 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leading: false,
         healthy: true,
     });
-    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let ctx = Arc::new(Context {
         client: client.clone(),
         stores: streams.stores.clone(),
