@@ -35,6 +35,8 @@ use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
 #[derive(Clone)]
 pub struct Scope {
     pub client: Client,
+    /// How every reflector lists (`list_strategy`).
+    pub list: crate::list_strategy::ListStrategy,
     pub namespace: Option<String>,
     /// Server-side timeout of each watch request, in seconds.
     pub watch_timeout: u32,
@@ -56,7 +58,8 @@ impl Scope {
 
 impl Scope {
     pub fn watch_config(&self) -> watcher::Config {
-        watcher::Config::default().timeout(self.watch_timeout)
+        self.list
+            .apply(watcher::Config::default().timeout(self.watch_timeout))
     }
 
     /// Only objects this operator manages: the caches never hold anyone else's.
