@@ -211,10 +211,15 @@ async fn an_upgrade_from_instance_revision_stamps_reapplies_each_instance_once_t
 
     let op = Operator::start(&ns.name, &config_yaml);
     // Each instance is re-applied once (its stamps changed), then the fleet
-    // idles: two resyncs go by (3 s each) with nothing written.
+    // idles: two resyncs go by (3 s each) with nothing written. A pass logs
+    // its outcome before it writes its status, so the idle window starts
+    // once every instance has been decided again after its apply (each
+    // status write of an apply pass is done by then), and lasts two more
+    // passes of each.
     op.wait_for_log_count(" applied ", N, T).await;
-    let since = jiff::Timestamp::now().to_string();
     op.wait_for_log_count("outcome=", 3 * N, T).await;
+    let since = jiff::Timestamp::now().to_string();
+    op.wait_for_log_count("outcome=", 5 * N, T).await;
     let applies_per_instance = |log: &str| {
         let mut counts = BTreeMap::new();
         for line in log.lines().filter(|l| l.contains(" applied ")) {

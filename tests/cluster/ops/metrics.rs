@@ -41,11 +41,11 @@ async fn metrics_count_initial_forced_drift_and_prune() {
     })
     .await;
     assert_eq!(op.metric(&applies("initial")).await, Some(0.0));
-    assert_eq!(
-        op.metric("kura_leader").await,
-        Some(1.0),
-        "no election: leads"
-    );
+    // No election: it leads once its caches have synced.
+    wait_for("kura_leader 1", Duration::from_secs(60), || async {
+        (op.metric("kura_leader").await == Some(1.0)).then_some(())
+    })
+    .await;
 
     let instances: Api<KuraInstance> = ns.api();
     let applied = create_acme(&instances, Duration::from_secs(90)).await;
