@@ -104,8 +104,11 @@ struct TraceLabel {
     trace_id: String,
 }
 
-type ReconcileTimes =
-    Family<ControllerLabel, HistogramWithExemplars<TraceLabel>, fn() -> HistogramWithExemplars<TraceLabel>>;
+type ReconcileTimes = Family<
+    ControllerLabel,
+    HistogramWithExemplars<TraceLabel>,
+    fn() -> HistogramWithExemplars<TraceLabel>,
+>;
 
 fn reconcile_histogram() -> HistogramWithExemplars<TraceLabel> {
     HistogramWithExemplars::new(RECONCILE_BUCKETS.into_iter())

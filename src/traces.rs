@@ -133,10 +133,8 @@ pub fn init(format: &str, export: Export, runtime: tokio::runtime::Handle) -> Re
 
 fn provider(runtime: tokio::runtime::Handle) -> Result<SdkTracerProvider, String> {
     let client = RuntimeClient {
-        client: hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build_http(),
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
         runtime,
     };
     // Endpoint, headers and sampler come from the environment (the SDK reads them).
@@ -286,7 +284,10 @@ mod tests {
     fn without_otel_variables_nothing_is_exported() {
         assert_eq!(export(&[]), Ok(Export::Off));
         assert_eq!(
-            export(&[("OTEL_SERVICE_NAME", "kura"), ("OTEL_TRACES_SAMPLER", "always_on")]),
+            export(&[
+                ("OTEL_SERVICE_NAME", "kura"),
+                ("OTEL_TRACES_SAMPLER", "always_on")
+            ]),
             Ok(Export::Off)
         );
     }
@@ -296,10 +297,16 @@ mod tests {
         let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
         assert_eq!(export(&[endpoint]), Ok(Export::Otlp));
         assert_eq!(
-            export(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")]),
+            export(&[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://c:4318/v1/traces"
+            )]),
             Ok(Export::Otlp)
         );
-        assert_eq!(export(&[("OTEL_TRACES_EXPORTER", "otlp")]), Ok(Export::Otlp));
+        assert_eq!(
+            export(&[("OTEL_TRACES_EXPORTER", "otlp")]),
+            Ok(Export::Otlp)
+        );
         assert_eq!(
             export(&[endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]),
             Ok(Export::Otlp)

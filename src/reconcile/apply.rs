@@ -16,10 +16,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
-use tracing::Instrument;
 use kube::Client;
 use kube::api::{Api, DynamicObject, GetParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
+use tracing::Instrument;
 
 use super::observe::{owned_fields_by, owner};
 use super::plan::{ApplyOp, Owner};

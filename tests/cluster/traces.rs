@@ -13,7 +13,7 @@ use std::time::Duration;
 use kube::api::Api;
 use serde_json::Value;
 
-use self::receiver::{Receiver, Received, attribute, hex};
+use self::receiver::{Received, Receiver, attribute, hex};
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
 use kura_operator::api::KuraInstance;
@@ -27,7 +27,10 @@ fn otel_env(receiver: &Receiver) -> Vec<(&'static str, String)> {
         ("KURA_LOG_FORMAT", "json".into()),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.clone()),
         ("OTEL_SERVICE_NAME", "kura-traces-test".into()),
-        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test".into()),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment=test".into(),
+        ),
         ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
     ]
 }
@@ -42,11 +45,7 @@ fn start(ns: &TestNamespace, env: &[(&'static str, String)]) -> Operator {
 }
 
 /// The root `reconcile` spans of `instance` in `namespace`.
-fn reconciles<'a>(
-    spans: &'a [Received],
-    namespace: &str,
-    instance: &str,
-) -> Vec<&'a Received> {
+fn reconciles<'a>(spans: &'a [Received], namespace: &str, instance: &str) -> Vec<&'a Received> {
     spans
         .iter()
         .filter(|r| {
@@ -118,14 +117,16 @@ async fn a_reconcile_is_a_trace_of_its_steps_named_in_the_log_and_the_histogram(
     // status write, each a child of the reconcile, in one trace.
     let (root, steps) = wait_for("the trace of the reconcile that applied", T, || async {
         let spans = receiver.spans();
-        reconciles(&spans, &ns.name, "acme").into_iter().find_map(|root| {
-            let steps: Vec<Received> = children(&spans, root).into_iter().cloned().collect();
-            let names: Vec<&str> = steps.iter().map(|s| s.span.name.as_str()).collect();
-            ["decide", "apply_wave", "prune", "probe", "status_write"]
-                .iter()
-                .all(|n| names.contains(n))
-                .then(|| (root.clone(), steps))
-        })
+        reconciles(&spans, &ns.name, "acme")
+            .into_iter()
+            .find_map(|root| {
+                let steps: Vec<Received> = children(&spans, root).into_iter().cloned().collect();
+                let names: Vec<&str> = steps.iter().map(|s| s.span.name.as_str()).collect();
+                ["decide", "apply_wave", "prune", "probe", "status_write"]
+                    .iter()
+                    .all(|n| names.contains(n))
+                    .then(|| (root.clone(), steps))
+            })
     })
     .await;
     let names: Vec<&str> = steps.iter().map(|s| s.span.name.as_str()).collect();
@@ -168,19 +169,23 @@ async fn a_reconcile_is_a_trace_of_its_steps_named_in_the_log_and_the_histogram(
     }
 
     // The histogram's exemplars are traces the receiver got.
-    wait_for("an exemplar naming a received reconcile trace", T, || async {
-        let (_, metrics) = op.get("/metrics").await?;
-        let received: Vec<String> = receiver
-            .spans()
-            .iter()
-            .filter(|r| r.span.name == "reconcile")
-            .map(|r| hex(&r.span.trace_id))
-            .collect();
-        exemplars(&metrics)
-            .iter()
-            .any(|id| received.contains(id))
-            .then_some(())
-    })
+    wait_for(
+        "an exemplar naming a received reconcile trace",
+        T,
+        || async {
+            let (_, metrics) = op.get("/metrics").await?;
+            let received: Vec<String> = receiver
+                .spans()
+                .iter()
+                .filter(|r| r.span.name == "reconcile")
+                .map(|r| hex(&r.span.trace_id))
+                .collect();
+            exemplars(&metrics)
+                .iter()
+                .any(|id| received.contains(id))
+                .then_some(())
+        },
+    )
     .await;
     assert_eq!(exporter_threads(op.pid()), 1);
     let _ = classes
@@ -212,14 +217,20 @@ async fn a_fleet_rollout_links_its_instances_reconciles_to_one_trace() {
     let rollout = kura_operator::traces::rollout_context(&fleet_revision);
     let rollout_trace = hex(&rollout.trace_id().to_bytes());
     for name in ["acme", "globex"] {
-        let linked = wait_for(&format!("{name}'s reconcile linked to the rollout"), T, || {
-            let spans = receiver.spans();
-            let found = reconciles(&spans, &ns.name, name)
-                .into_iter()
-                .filter(|r| attribute(&r.span.attributes, "origin").as_deref() == Some("Operator"))
-                .find_map(|r| r.span.links.first().cloned());
-            async move { found }
-        })
+        let linked = wait_for(
+            &format!("{name}'s reconcile linked to the rollout"),
+            T,
+            || {
+                let spans = receiver.spans();
+                let found = reconciles(&spans, &ns.name, name)
+                    .into_iter()
+                    .filter(|r| {
+                        attribute(&r.span.attributes, "origin").as_deref() == Some("Operator")
+                    })
+                    .find_map(|r| r.span.links.first().cloned());
+                async move { found }
+            },
+        )
         .await;
         assert_eq!(hex(&linked.trace_id), rollout_trace, "{name}");
         assert_eq!(
@@ -256,7 +267,9 @@ async fn untraced(prefix: &str, env: &[(&'static str, String)], receiver: Option
     assert!(!log.contains("trace_id"), "{log}");
     let (_, metrics) = op.get("/metrics").await.expect("/metrics");
     assert!(
-        metrics.contains("controller_runtime_reconcile_time_seconds_count{controller=\"kurainstance\"}"),
+        metrics.contains(
+            "controller_runtime_reconcile_time_seconds_count{controller=\"kurainstance\"}"
+        ),
         "{metrics}"
     );
     assert_eq!(exemplars(&metrics), Vec::<String>::new());
@@ -271,12 +284,7 @@ async fn untraced(prefix: &str, env: &[(&'static str, String)], receiver: Option
 #[tokio::test]
 async fn without_otel_variables_nothing_is_exported_and_no_exporter_runs() {
     // The harness removes every inherited OTEL_* variable (operator.rs).
-    untraced(
-        "traces-off",
-        &[("KURA_LOG_FORMAT", "json".into())],
-        None,
-    )
-    .await;
+    untraced("traces-off", &[("KURA_LOG_FORMAT", "json".into())], None).await;
 }
 
 #[tokio::test]

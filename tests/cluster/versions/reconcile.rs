@@ -22,7 +22,15 @@ const NS: &str = "versions";
 const T: Duration = Duration::from_secs(120);
 
 fn image(sts: &StatefulSet) -> Option<String> {
-    sts.spec.as_ref()?.template.spec.as_ref()?.containers.first()?.image.clone()
+    sts.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .clone()
 }
 
 pub async fn core_reconciles_hold_on(minor: &str, port_offset: u16) {
@@ -80,14 +88,18 @@ pub async fn core_reconciles_hold_on(minor: &str, port_offset: u16) {
     // A spec change → a new revision, applied and Ready.
     let body = instance("acme", "registry.example/kura:1.1.0");
     apply_json(&instances, "test", body).await.unwrap();
-    wait_for(&format!("{minor}: the new revision applied and Ready"), T, || async {
-        let s = instances.get("acme").await.ok()?.status?;
-        let applied = s.applied_revision?;
-        (s.phase == Some(Phase::Ready)
-            && applied != first_revision
-            && Some(&applied) == s.desired_revision.as_ref())
-        .then_some(())
-    })
+    wait_for(
+        &format!("{minor}: the new revision applied and Ready"),
+        T,
+        || async {
+            let s = instances.get("acme").await.ok()?.status?;
+            let applied = s.applied_revision?;
+            (s.phase == Some(Phase::Ready)
+                && applied != first_revision
+                && Some(&applied) == s.desired_revision.as_ref())
+            .then_some(())
+        },
+    )
     .await;
     let live = sts.get("acme").await.unwrap();
     assert_eq!(image(&live).as_deref(), Some("registry.example/kura:1.1.0"));
@@ -123,12 +135,16 @@ pub async fn core_reconciles_hold_on(minor: &str, port_offset: u16) {
         .delete("acme", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(&format!("{minor}: the instance and its children gone"), T, || async {
-        let gone = instances.get_opt("acme").await.ok()?.is_none()
-            && sts.get_opt("acme").await.ok()?.is_none()
-            && cms.get_opt("acme-config").await.ok()?.is_none();
-        gone.then_some(())
-    })
+    wait_for(
+        &format!("{minor}: the instance and its children gone"),
+        T,
+        || async {
+            let gone = instances.get_opt("acme").await.ok()?.is_none()
+                && sts.get_opt("acme").await.ok()?.is_none()
+                && cms.get_opt("acme-config").await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
     .await;
     drop(op);
     eprintln!(
