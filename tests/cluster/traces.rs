@@ -16,7 +16,8 @@ use serde_json::Value;
 use self::receiver::{Received, Receiver, attribute, hex};
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::KuraInstance;
+use k8s_openapi::api::networking::v1::IngressClass;
+use kura_operator::api::{KuraInstance, KuraInstanceStatus};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -42,6 +43,21 @@ fn start(ns: &TestNamespace, env: &[(&'static str, String)]) -> Operator {
         &config(&ns.name, "host", "example.com/none"),
         &env,
     )
+}
+
+/// The operator under `env`, and the instance `acme` it made Ready (the
+/// shared class is deleted at the end of the test).
+async fn acme_ready(
+    ns: &TestNamespace,
+    env: &[(&'static str, String)],
+) -> (Operator, Api<IngressClass>, KuraInstanceStatus) {
+    let classes = shared_class(ns).await;
+    let op = start(ns, env);
+    let instances: Api<KuraInstance> = ns.api();
+    let body = instance("acme", "registry.example/kura:1.0.0");
+    apply_json(&instances, "test", body).await.unwrap();
+    let status = wait_ready(&instances, "acme").await;
+    (op, classes, status)
 }
 
 /// The root `reconcile` spans of `instance` in `namespace`.
@@ -101,17 +117,7 @@ fn json_lines(log: &str) -> Vec<Value> {
 async fn a_reconcile_is_a_trace_of_its_steps_named_in_the_log_and_the_histogram() {
     let receiver = Receiver::start().await;
     let ns = TestNamespace::new("traces").await;
-    let classes = shared_class(&ns).await;
-    let op = start(&ns, &otel_env(&receiver));
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let status = wait_ready(&instances, "acme").await;
+    let (op, classes, status) = acme_ready(&ns, &otel_env(&receiver)).await;
 
     // The pass that applied: decide, the apply's waves, prune, probe and the
     // status write, each a child of the reconcile, in one trace.
@@ -248,17 +254,7 @@ async fn a_fleet_rollout_links_its_instances_reconciles_to_one_trace() {
 /// log or the histogram, and (when given) nothing at `receiver`.
 async fn untraced(prefix: &str, env: &[(&'static str, String)], receiver: Option<&Receiver>) {
     let ns = TestNamespace::new(prefix).await;
-    let classes = shared_class(&ns).await;
-    let op = start(&ns, env);
-    let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_ready(&instances, "acme").await;
+    let (op, classes, _) = acme_ready(&ns, env).await;
     // Passes after Ready (the tests' resync is 3 s), each long after a
     // 100 ms batch would have gone.
     op.wait_for_log_count("\"reconciled\"", 2, T).await;
