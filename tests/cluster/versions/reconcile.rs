@@ -9,13 +9,12 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::api::networking::v1::IngressClass;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, wait_ready};
-use crate::support::{PrivatePlane, apply_json, wait_for};
+use crate::support::{PrivatePlane, apply_json, create_namespace, create_sim_class, wait_for};
 use kura_operator::api::{KuraInstance, Phase};
 
 const NS: &str = "versions";
@@ -49,25 +48,9 @@ pub async fn core_reconciles_hold_on(minor: &str, port_offset: u16) {
         minor,
         "{version:?}"
     );
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, NS).await;
     // The region's shared class, served by this plane's kura-sim.
-    Api::<IngressClass>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": format!("shared-{NS}")},
-                "spec": {"controller": "kura.dev/sim-ingress"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    create_sim_class(&client, &format!("shared-{NS}")).await;
     let options = Options {
         kubeconfig: Some(plane.kubeconfig()),
         replica: Some(format!("k8s-{minor}")),
