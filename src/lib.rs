@@ -27,3 +27,4 @@ pub mod run;
 pub mod runtime_metrics;
 pub mod server;
 pub mod stores;
+pub mod traces;

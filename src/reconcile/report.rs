@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use kube::Api;
+use tracing::Instrument;
 
 use super::apply::{Failure, Stage};
 use super::probe::{self, Activation};
@@ -111,7 +112,9 @@ impl Pass<'_> {
             let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
             let name = instance.metadata.name.as_deref().unwrap_or_default();
             let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
-            let written = status::write(&api, name, new_status).await;
+            let written = status::write(&api, name, new_status)
+                .instrument(tracing::info_span!("status_write"))
+                .await;
             ctx.metrics.status_write(written.as_ref().err());
             match written {
                 Ok(rv) => ctx.memory.status_written(instance, rv, new_status),

@@ -52,5 +52,6 @@ mod stall;
 mod status_memory;
 mod storage;
 mod throttling;
+mod traces;
 mod versions;
 mod windows;
