@@ -32,9 +32,11 @@ pub struct OperatorConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayDefaults {
-    /// Image of the dedicated gateway's ingress controller.
+    /// Image of the dedicated gateway's ingress controller: Traefik v3 (the
+    /// gateway Deployment passes Traefik's flags).
     pub image: String,
-    /// `IngressClass.spec.controller` of dedicated gateways.
+    /// `IngressClass.spec.controller` of dedicated gateways: Traefik serves
+    /// only classes of `traefik.io/ingress-controller`.
     pub controller: String,
     pub replicas: i32,
 }
@@ -42,8 +44,8 @@ pub struct GatewayDefaults {
 impl Default for GatewayDefaults {
     fn default() -> Self {
         GatewayDefaults {
-            image: "registry.k8s.io/ingress-nginx/controller:v1.12.1".into(),
-            controller: "kura.dev/gateway".into(),
+            image: "docker.io/library/traefik:v3.6.12".into(),
+            controller: "traefik.io/ingress-controller".into(),
             replicas: 1,
         }
     }
