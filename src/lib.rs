@@ -10,6 +10,7 @@ pub mod config_watch;
 pub mod context;
 pub mod controller;
 pub mod diff;
+pub mod endpoint;
 pub mod fields;
 pub mod gateway;
 pub mod gateway_controller;
