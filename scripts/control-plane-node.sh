@@ -325,6 +325,14 @@ node_ingress() {
   local image version
   version=$(awk '$1 == "github.com/traefik/traefik/v3" {print $2}' "$modules/traefik/go.mod")
   image="kura.local/traefik:$version"
+  # A class's controller cannot change: kura-shared left by an earlier demo
+  # (kura-sim's, kura.dev/sim-ingress) is replaced, and said so.
+  local was
+  was=$($kubectl get ingressclass kura-shared -o jsonpath='{.spec.controller}' 2>/dev/null || true)
+  if [ -n "$was" ] && [ "$was" != traefik.io/ingress-controller ]; then
+    log "IngressClass kura-shared had controller $was: replaced by traefik.io/ingress-controller"
+    $kubectl delete ingressclass kura-shared >/dev/null
+  fi
   $kubectl apply --server-side --force-conflicts -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Namespace
