@@ -73,6 +73,47 @@ pub struct RegionConfig {
     pub storage_class: Option<String>,
     #[serde(default)]
     pub default_resources: ResourcesSpec,
+    /// Whether an instance becomes active only once its endpoint answers
+    /// through its Ingress (`crate::endpoint`). Not rendered: out of the
+    /// fleet revision.
+    #[serde(default, skip_serializing_if = "EndpointCheck::is_default")]
+    pub endpoint_check: EndpointCheck,
+}
+
+/// The check that an instance's endpoint answers: `GET http://<host><path>`
+/// sent to `<the address its Ingress reports>:<port>`. Off unless enabled:
+/// some clusters cannot reach their own load balancer from inside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointCheck {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "EndpointCheck::default_port")]
+    pub port: u16,
+    #[serde(default = "EndpointCheck::default_path")]
+    pub path: String,
+}
+
+impl EndpointCheck {
+    fn default_port() -> u16 {
+        80
+    }
+    fn default_path() -> String {
+        "/up".into()
+    }
+    fn is_default(&self) -> bool {
+        *self == EndpointCheck::default()
+    }
+}
+
+impl Default for EndpointCheck {
+    fn default() -> Self {
+        EndpointCheck {
+            enabled: false,
+            port: Self::default_port(),
+            path: Self::default_path(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +263,27 @@ fn check_region(name: &str, region: &RegionConfig, errs: &mut Vec<FieldError>) {
         && let Err(why) = rules::dns_subdomain(class)
     {
         errs.push(FieldError::new(at("storageClass"), why));
+    }
+    let check = &region.endpoint_check;
+    if check.port == 0 {
+        errs.push(FieldError::new(
+            at("endpointCheck.port"),
+            "must be 1 to 65535",
+        ));
+    }
+    if !check.path.starts_with('/')
+        || check
+            .path
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        errs.push(FieldError::new(
+            at("endpointCheck.path"),
+            format!(
+                "{:?}: an absolute path (starting with /), without spaces",
+                check.path
+            ),
+        ));
     }
     let defaults = at("defaultResources");
     resources::check_syntax(&defaults, &region.default_resources, errs);

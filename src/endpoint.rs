@@ -9,8 +9,8 @@
 //! ([`Answer`], with the status message naming the step that failed) and a
 //! bounded runner ([`Checker`]: a timeout per request, a limit on requests in
 //! flight, so checks never hold a reconcile of another instance for longer
-//! than the timeout). It is not wired into the reconcile yet: see
-//! [`Checker::check`] for where it hooks in.
+//! than the timeout). `reconcile::endpoint_check::confirm` calls it where a
+//! region enables the check.
 //!
 //! Plain HTTP/1.1 over a TCP connection, written here (a request line and a
 //! few headers; only the status line and headers of the response are read): no
@@ -119,12 +119,13 @@ impl Checker {
         }
     }
 
-    /// One request. The hook: the reconcile's probe (`reconcile/probe.rs`),
-    /// once the workload is available on the desired revision and the Ingress
-    /// reports an address, calls this for the primary host and treats any
-    /// answer but [`Answer::Answered`] as "not active yet", with
-    /// [`Answer::message`] as the reason. Waiting for a slot counts in the
-    /// timeout: a check never holds its reconcile for longer than the timeout.
+    /// One request. Once the probe finds the workload available on the
+    /// desired revision and the Ingress with an address,
+    /// `reconcile::endpoint_check::confirm` calls this for the primary host
+    /// and treats any answer but [`Answer::Answered`] as "not active yet",
+    /// with [`Answer::message`] in the reason. Waiting for a slot counts in
+    /// the timeout: a check never holds its reconcile for longer than the
+    /// timeout.
     pub async fn check(&self, target: &Target) -> Answer {
         let timeout = self.timeout;
         let run = async {

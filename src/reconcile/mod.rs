@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod budget;
+pub mod endpoint_check;
 pub mod events;
 pub mod observe;
 pub mod plan;
@@ -241,6 +242,21 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
             observed.status.phase != Some(crate::api::Phase::Ready),
         )),
         _ => None,
+    };
+    // Issue 23: active only once the endpoint answers, where the region says so.
+    let activation = match (activation, &desired) {
+        (Some(a), Some(d)) => Some(
+            endpoint_check::confirm(
+                a,
+                d,
+                &ctx.stores,
+                config.regions.get(&instance.spec.region),
+                &instance.spec.account,
+                &ctx.endpoint,
+            )
+            .await,
+        ),
+        (a, _) => a,
     };
     let new_status = status::compute(&StatusInputs {
         observed: &observed,

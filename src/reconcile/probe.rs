@@ -40,7 +40,10 @@ impl Activation {
     pub fn workload_available(&self) -> bool {
         match self {
             Activation::Active { .. } => true,
-            Activation::Waiting { reason, .. } => *reason == INGRESS_NO_ADDRESS,
+            Activation::Waiting { reason, .. } => {
+                *reason == INGRESS_NO_ADDRESS
+                    || *reason == super::endpoint_check::ENDPOINT_NOT_ANSWERING
+            }
         }
     }
 }

@@ -217,6 +217,14 @@ impl crate::config::OperatorConfig {
         let mut value = serde_json::to_value(self).expect("the configuration serialises");
         if let Some(map) = value.as_object_mut() {
             map.remove("rollout");
+            // Renders nothing either: the endpoint check of each region.
+            if let Some(regions) = map.get_mut("regions").and_then(|r| r.as_object_mut()) {
+                for region in regions.values_mut() {
+                    if let Some(r) = region.as_object_mut() {
+                        r.remove("endpointCheck");
+                    }
+                }
+            }
         }
         let mut bytes = crate::render::canonical_json(&value);
         bytes.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kura_operator::api::KuraInstance;
+use kura_operator::api::{ConditionStatus, KuraInstance};
 use serde_json::json;
 
 use super::{NODE_LOCK, NodePlane};
@@ -40,7 +40,9 @@ struct IngressNode {
     volumes: PathBuf,
     /// What to delete at the end: (resource, name).
     made: std::sync::Mutex<Vec<(&'static str, String)>>,
-    _own: Option<(NodePlane, tokio::sync::MutexGuard<'static, ()>)>,
+    _own: Option<NodePlane>,
+    /// One test at a time: they share the node's controller (one stops it).
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Drop for IngressNode {
@@ -73,6 +75,7 @@ impl IngressNode {
     /// None (and the reason printed) where no node can be had.
     async fn get(prefix: &str) -> Option<IngressNode> {
         if external_plane() {
+            let turn = NODE_LOCK.lock().await;
             let client = support::client().await;
             let nodes = Api::<Node>::all(client.clone())
                 .list(&ListParams::default())
@@ -91,6 +94,7 @@ impl IngressNode {
                 volumes,
                 made: Default::default(),
                 _own: None,
+                _turn: turn,
             });
         }
         if let Some(why) = super::node_unsupported() {
@@ -110,7 +114,8 @@ impl IngressNode {
             volumes: plane.state.join("volumes"),
             made: Default::default(),
             client,
-            _own: Some((plane, turn)),
+            _own: Some(plane),
+            _turn: turn,
         })
     }
 
@@ -467,5 +472,115 @@ async fn dedicated_gateway_runs_the_controller_serving_only_its_class() {
         .sum();
     assert_eq!(restarts, 0, "the gateway's controller never exited");
 
+    drop(op);
+}
+
+/// Scales the node's ingress controller to 0; dropped (also when the test
+/// fails), back to 1.
+struct ControllerStopped(Option<PathBuf>);
+
+impl ControllerStopped {
+    fn scale(kubeconfig: &Option<PathBuf>, replicas: u32) {
+        let status = std::process::Command::new(support::kubectl())
+            .arg("--kubeconfig")
+            .arg(kubeconfig.clone().unwrap_or_else(support::kubeconfig_path))
+            .args(["-n", CONTROLLER_NAMESPACE, "scale", "deployment/traefik"])
+            .arg(format!("--replicas={replicas}"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kubectl scale deployment/traefik");
+    }
+
+    fn new(kubeconfig: Option<PathBuf>) -> ControllerStopped {
+        Self::scale(&kubeconfig, 0);
+        ControllerStopped(kubeconfig)
+    }
+}
+
+impl Drop for ControllerStopped {
+    fn drop(&mut self) {
+        Self::scale(&self.0, 1);
+    }
+}
+
+/// Item 5: with the region's endpoint check on, an instance that answers
+/// through the node's controller is Ready; once the controller's pod is gone
+/// (scaled to 0; the Ingress keeps the address it published), the instance
+/// goes not Ready within two resync periods (3 s each here), reason
+/// EndpointNotAnswering, the message naming the address, the refused
+/// connection and the class's controller; started again, it is Ready again.
+///
+/// Without the check (before issue 23, or `endpointCheck.enabled: false`) the
+/// instance stays Ready with nothing answering: the wait for not Ready times
+/// out.
+#[tokio::test]
+async fn a_stopped_controller_makes_the_instance_not_ready_until_it_answers_again() {
+    let Some(node) = IngressNode::get("stopped").await else {
+        return;
+    };
+    let client = node.client.clone();
+    let ns = node.namespace("stopped").await;
+    node.volume_for(&ns, "data-acme-0").await;
+    let config = format!("{}    endpointCheck: {{enabled: true}}\n", node_config());
+    let options = Options {
+        kubeconfig: node.kubeconfig.clone(),
+        ..Options::default()
+    };
+    let op = Operator::start_with(&ns, &config, &[], options);
+    let instances: Api<KuraInstance> = Api::namespaced(client.clone(), &ns);
+    let mut acme = instance("acme", "kura.local/kura-standin:1");
+    acme["spec"]["gateway"] = json!({"mode": "Shared"});
+    apply_json(&instances, "test", acme).await.unwrap();
+    wait_ready(&instances, "acme").await;
+
+    let stopped = ControllerStopped::new(node.kubeconfig.clone());
+    let since = std::time::Instant::now();
+    let ready = |want: ConditionStatus| {
+        let instances = instances.clone();
+        move || {
+            let instances = instances.clone();
+            async move {
+                let s = instances.get("acme").await.ok()?.status?;
+                let c = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+                (c.status == want).then(|| c.clone())
+            }
+        }
+    };
+    let down = wait_for(
+        "the instance to go not Ready",
+        Duration::from_secs(60),
+        ready(ConditionStatus::False),
+    )
+    .await;
+    let took = since.elapsed();
+    assert_eq!(down.reason, "EndpointNotAnswering", "{down:?}");
+    for part in [
+        format!("via {}:80", node.address),
+        "connection refused".to_string(),
+        "traefik.io/ingress-controller".to_string(),
+    ] {
+        assert!(
+            down.message.contains(&part),
+            "{part:?} in {:?}",
+            down.message
+        );
+    }
+    assert!(
+        took <= Duration::from_secs(2 * 3 + 6),
+        "within two resync periods (3 s) and a check: {took:?}"
+    );
+    eprintln!(
+        "not Ready {took:?} after the controller was scaled to 0: {}",
+        down.message
+    );
+
+    drop(stopped);
+    wait_for(
+        "the instance to be Ready again",
+        Duration::from_secs(120),
+        ready(ConditionStatus::True),
+    )
+    .await;
     drop(op);
 }
