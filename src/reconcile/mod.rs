@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod budget;
 pub mod decide;
+pub mod endpoint_check;
 pub mod events;
 pub mod execute;
 pub mod observe;
@@ -113,7 +114,7 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     };
     async {
         let (outcome, requeue) = execute::execute(&ctx, &instance, &decision, &config, now).await?;
-        let activation = pass.activation(&outcome);
+        let activation = pass.activation(&outcome).await;
         let new_status = pass.status(&outcome, activation.as_ref());
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);

@@ -960,4 +960,5 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
     .await;
 }
 
+mod ingress;
 mod memory;
