@@ -119,8 +119,11 @@ node_cert() {
 node_pki() {
   local d="$state/pki"
   # In-cluster clients dial the Service IP, host clients the bridge address: the
-  # serving certificate must name both, or TLS fails.
-  local sans="subjectAltName=IP:127.0.0.1,IP:$node_ip,IP:$node_service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # serving certificate must name both, or TLS fails. A plane first started
+  # without a node keeps its `kubernetes` Service at the first address of the
+  # node-less range (10.96.0.1, see cmd_up) after `up --node`: the apiserver
+  # does not renumber an existing Service, so that address is named too.
+  local sans="subjectAltName=IP:127.0.0.1,IP:$node_ip,IP:$node_service_ip,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   if [ "$(cat "$d/node-san.ext" 2>/dev/null)" != "$sans" ]; then
     printf '%s\n' "$sans" > "$d/node-san.ext"
     openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
