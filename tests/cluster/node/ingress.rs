@@ -357,14 +357,11 @@ async fn shared_class_answers_through_the_nodes_ingress_controller() {
 /// (`--ingress-class=…`, `--publish-service=…`), which Traefik refuses: the
 /// pod exits at start and the request is refused.
 ///
-/// Not yet seen passing: on the only node plane it ran on, a plane whose state
-/// was first started without a node, the `kubernetes` Service (and the default
-/// ServiceCIDR) kept 10.96.0.1, which the apiserver's certificate does not
-/// name, so in-cluster clients such as the gateway's Traefik fail TLS
-/// ("certificate is valid for 127.0.0.1, 10.217.0.1, 10.218.0.1, not
-/// 10.96.0.1") and it serves nothing (404). Run it on a fresh node plane.
+/// On a plane whose state was first started without a node, the `kubernetes`
+/// Service keeps 10.96.0.1 after `up --node`: the apiserver's certificate
+/// names that address too (scripts/control-plane-node.sh, `node_pki`), or the
+/// gateway's Traefik fails TLS and serves nothing (404).
 #[tokio::test]
-#[ignore = "unverified: needs a node plane whose kubernetes Service address is in the apiserver's certificate (see the comment)"]
 async fn dedicated_gateway_runs_the_controller_serving_only_its_class() {
     let Some(node) = IngressNode::get("gateway").await else {
         return;
