@@ -17,6 +17,8 @@
 #   scripts/control-plane.sh up --node   the same plus a real node (or KURA_NODE=1): see below
 #   scripts/control-plane.sh down     stop only the processes this script started
 #   scripts/control-plane.sh status   what runs, with pids
+#   scripts/control-plane.sh ingress  (re)install the node's ingress controller on a
+#                                     running node plane (`up --node` does it)
 #   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)"):
 #                                     KUBECONFIG; kubectl, helm and this checkout's
 #                                     kura-operator (target/debug) on PATH
@@ -162,10 +164,17 @@ build_node() {
     github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/meta/portmap
   build_node_module standin "" ./kura-standin ./pause ./ocitar
   build_node_module hostjournal "" .
+  # The node's ingress controller (hack/control-plane/traefik): its version is
+  # the one its wrapper module requires, so go.mod (part of the key) decides it.
+  local traefik_version
+  traefik_version=$(awk '$1 == "github.com/traefik/traefik/v3" {print $2}' "$modules/traefik/go.mod")
+  build_node_module traefik "-X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version" \
+    github.com/traefik/traefik/v3/cmd/traefik
   mkdir -p "$cache/bin/current"
   local b
   for b in "$(node_bindir node)"/{kubelet,kube-proxy,kube-scheduler} \
-    "$(node_bindir containerd)"/{containerd,containerd-shim-runc-v2,ctr} "$(node_bindir standin)"/{kura-standin,pause,ocitar}; do
+    "$(node_bindir containerd)"/{containerd,containerd-shim-runc-v2,ctr} "$(node_bindir standin)"/{kura-standin,pause,ocitar} \
+    "$(node_bindir traefik)/traefik"; do
     ln -sfn "$b" "$cache/bin/current/$(basename "$b")"
   done
   # A directory, not single files: containerd looks for every plugin in it.
@@ -487,5 +496,6 @@ case "$verb" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 build|prometheus|apiserver MINOR|controller-manager MINOR|up|down|status|env [--node]" >&2; exit 2 ;;
+  ingress) [ -f "$state/node/enabled" ] || die "ingress: this plane has no node (up --node)"; node_ingress ;;
+  *) echo "usage: $0 build|prometheus|apiserver MINOR|controller-manager MINOR|up|down|status|env|ingress [--node]" >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@ pub mod config_watch;
 pub mod context;
 pub mod controller;
 pub mod diff;
+pub mod endpoint;
 pub mod gateway;
 pub mod gateway_controller;
 pub mod leader;

@@ -232,6 +232,8 @@ async fn run(
         wake: wake_tx,
         memory: Default::default(),
         gateway_memory: Default::default(),
+        // 3 s per check, waiting for a slot included; 32 in flight.
+        endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
     });
 
     let gateways = crate::gateway_controller::gateway_controller(

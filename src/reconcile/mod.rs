@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod budget;
 pub mod decide;
+pub mod endpoint_check;
 pub mod events;
 pub mod execute;
 pub mod observe;
@@ -138,7 +139,10 @@ pub async fn reconcile(
     };
     async {
         let (outcome, requeue) = execute::execute(&ctx, &instance, &decision, &config, now).await?;
-        let activation = tracing::info_span!("probe").in_scope(|| pass.activation(&outcome));
+        let activation = pass
+            .activation(&outcome)
+            .instrument(tracing::info_span!("probe"))
+            .await;
         let new_status = pass.status(&outcome, activation.as_ref());
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);

@@ -23,6 +23,7 @@ mod deletion;
 mod dev_script;
 mod diff;
 mod drift;
+mod endpoint;
 mod failures;
 mod founding_incident;
 mod gateways;
