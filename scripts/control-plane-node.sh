@@ -119,8 +119,11 @@ node_cert() {
 node_pki() {
   local d="$state/pki"
   # In-cluster clients dial the Service IP, host clients the bridge address: the
-  # serving certificate must name both, or TLS fails.
-  local sans="subjectAltName=IP:127.0.0.1,IP:$node_ip,IP:$node_service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # serving certificate must name both, or TLS fails. A plane first started
+  # without a node keeps its `kubernetes` Service at the first address of the
+  # node-less range (10.96.0.1, see cmd_up) after `up --node`: the apiserver
+  # does not renumber an existing Service, so that address is named too.
+  local sans="subjectAltName=IP:127.0.0.1,IP:$node_ip,IP:$node_service_ip,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   if [ "$(cat "$d/node-san.ext" 2>/dev/null)" != "$sans" ]; then
     printf '%s\n' "$sans" > "$d/node-san.ext"
     openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
@@ -308,6 +311,131 @@ node_up() {
   wait_for kube-controller-manager "no not-ready taint on $node_name" 60 \
     bash -c "! $kubectl get node $node_name -o jsonpath='{.spec.taints[*].key}' | grep -q not-ready"
   log "node $node_name Ready (bridge $node_bridge $node_ip, pods $node_pod_cidr, services $node_service_cidr)"
+  node_ingress
+}
+
+# The node's ingress controller: Traefik (hack/control-plane/traefik, image
+# from scripts/images.sh) in a pod, serving the regions' shared IngressClass
+# `kura-shared` (controller traefik.io/ingress-controller, and no other class:
+# dedicated gateways run their own) and publishing the node's address in the
+# status of the Ingresses it serves. A bare-metal ingress controller: it binds
+# :80 and :443 on the node's address (host network), as a host-network
+# region's controller does, so that nothing else on the node can bind them.
+# Also `scripts/control-plane.sh ingress`, on a node plane that runs already.
+node_ingress() {
+  local kubectl; kubectl="$(bin kubectl) --kubeconfig $state/kubeconfig"
+  KURA_CP_STATE="$state" "$repo/scripts/images.sh" traefik --import >/dev/null
+  local image version
+  version=$(awk '$1 == "github.com/traefik/traefik/v3" {print $2}' "$modules/traefik/go.mod")
+  image="kura.local/traefik:$version"
+  # A class's controller cannot change: kura-shared left by an earlier demo
+  # (kura-sim's, kura.dev/sim-ingress) is replaced, and said so.
+  local was
+  was=$($kubectl get ingressclass kura-shared -o jsonpath='{.spec.controller}' 2>/dev/null || true)
+  if [ -n "$was" ] && [ "$was" != traefik.io/ingress-controller ]; then
+    log "IngressClass kura-shared had controller $was: replaced by traefik.io/ingress-controller"
+    $kubectl delete ingressclass kura-shared >/dev/null
+  fi
+  $kubectl apply --server-side --force-conflicts -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: kura-ingress
+  labels:
+    # Host network and :80/:443: the privileged profile, in this namespace only.
+    pod-security.kubernetes.io/enforce: privileged
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: traefik, namespace: kura-ingress}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: kura-ingress-traefik}
+rules:
+- apiGroups: [""]
+  resources: [services, secrets, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses, ingressclasses]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses/status]
+  verbs: [update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: kura-ingress-traefik}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kura-ingress-traefik}
+subjects:
+- {kind: ServiceAccount, name: traefik, namespace: kura-ingress}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: kura-shared}
+spec:
+  controller: traefik.io/ingress-controller
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: traefik
+  namespace: kura-ingress
+  labels: {app.kubernetes.io/name: traefik, app.kubernetes.io/part-of: kura-node}
+spec:
+  replicas: 1
+  # One node, fixed host ports: the old pod must go before the new one can bind.
+  strategy: {type: Recreate}
+  selector:
+    matchLabels: {app.kubernetes.io/name: traefik}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: traefik, app.kubernetes.io/part-of: kura-node}
+    spec:
+      serviceAccountName: traefik
+      hostNetwork: true
+      containers:
+      - name: traefik
+        image: $image
+        imagePullPolicy: Never
+        env:
+        - name: HOST_IP
+          valueFrom: {fieldRef: {fieldPath: status.hostIP}}
+        args:
+        - --global.checknewversion=false
+        - --global.sendanonymoususage=false
+        - --log.nocolor=true
+        - --entrypoints.web.address=\$(HOST_IP):80
+        - --entrypoints.websecure.address=\$(HOST_IP):443
+        - --entrypoints.traefik.address=\$(HOST_IP):$(node_port 57)
+        - --ping=true
+        - --providers.kubernetesingress=true
+        # The apiserver on the node's address (in its certificate), not through
+        # the kubernetes Service: a plane first started without a node keeps
+        # that Service's address from the range it had then.
+        - --providers.kubernetesingress.endpoint=https://\$(HOST_IP):$api_port
+        - --providers.kubernetesingress.ingressclass=kura-shared
+        - --providers.kubernetesingress.ingressendpoint.ip=\$(HOST_IP)
+        ports:
+        - {name: web, containerPort: 80}
+        - {name: websecure, containerPort: 443}
+        - {name: ping, containerPort: $(node_port 57)}
+        readinessProbe:
+          httpGet: {path: /ping, port: ping}
+          periodSeconds: 2
+        securityContext:
+          # Root only to bind :80 and :443, with no capability but that one.
+          runAsUser: 0
+          readOnlyRootFilesystem: true
+          allowPrivilegeEscalation: false
+          capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
+YAML
+  wait_for kubelet "the ingress controller (kura-ingress/traefik) Ready" 120 \
+    $kubectl -n kura-ingress rollout status deployment/traefik --timeout=2s
+  log "ingress controller Traefik $version serves IngressClass kura-shared on $node_ip:80 and :443"
 }
 
 # Mount points at or under one of the given paths, deepest first.

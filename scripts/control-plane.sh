@@ -8,10 +8,17 @@
 #                                     and dashboard use them, the demo does not)
 #   scripts/control-plane.sh apiserver 1.33|1.37   build (or reuse) kube-apiserver at that
 #                                     minor (the version matrix of tests/cluster/versions.rs)
+#   scripts/control-plane.sh controller-manager 1.33|1.37   the same for kube-controller-manager
+#   KURA_K8S_MINOR=1.33 scripts/control-plane.sh up   a plane whose kube-apiserver and
+#                                     kube-controller-manager are of that minor (etcd,
+#                                     kubectl and kura-sim stay): the version matrix's
+#                                     reconcile tests
 #   scripts/control-plane.sh up       build if needed, start everything, wait for /readyz
 #   scripts/control-plane.sh up --node   the same plus a real node (or KURA_NODE=1): see below
 #   scripts/control-plane.sh down     stop only the processes this script started
 #   scripts/control-plane.sh status   what runs, with pids
+#   scripts/control-plane.sh ingress  (re)install the node's ingress controller on a
+#                                     running node plane (`up --node` does it)
 #   scripts/control-plane.sh env      shell exports (eval "$(scripts/control-plane.sh env)"):
 #                                     KUBECONFIG; kubectl, helm and this checkout's
 #                                     kura-operator (target/debug) on PATH
@@ -157,10 +164,17 @@ build_node() {
     github.com/containernetworking/plugins/plugins/main/loopback github.com/containernetworking/plugins/plugins/meta/portmap
   build_node_module standin "" ./kura-standin ./pause ./ocitar
   build_node_module hostjournal "" .
+  # The node's ingress controller (hack/control-plane/traefik): its version is
+  # the one its wrapper module requires, so go.mod (part of the key) decides it.
+  local traefik_version
+  traefik_version=$(awk '$1 == "github.com/traefik/traefik/v3" {print $2}' "$modules/traefik/go.mod")
+  build_node_module traefik "-X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version" \
+    github.com/traefik/traefik/v3/cmd/traefik
   mkdir -p "$cache/bin/current"
   local b
   for b in "$(node_bindir node)"/{kubelet,kube-proxy,kube-scheduler} \
-    "$(node_bindir containerd)"/{containerd,containerd-shim-runc-v2,ctr} "$(node_bindir standin)"/{kura-standin,pause,ocitar}; do
+    "$(node_bindir containerd)"/{containerd,containerd-shim-runc-v2,ctr} "$(node_bindir standin)"/{kura-standin,pause,ocitar} \
+    "$(node_bindir traefik)/traefik"; do
     ln -sfn "$b" "$cache/bin/current/$(basename "$b")"
   done
   # A directory, not single files: containerd looks for every plugin in it.
@@ -203,11 +217,13 @@ build_prometheus() {
   echo "$dir"
 }
 
-# kube-apiserver at another minor (hack/control-plane/apiserver-v1.MINOR: the
-# Kubernetes versions the CRDs are checked on, tests/cluster/versions.rs), cached
-# like the rest; prints its directory.
-build_apiserver() {
-  local minor=$1 module="apiserver-v$1"
+# kube-apiserver or kube-controller-manager at another minor
+# (hack/control-plane/COMPONENT-v1.MINOR: the Kubernetes versions the CRDs and
+# the core reconciles are checked on, tests/cluster/versions.rs), cached like
+# the rest; prints its directory. One module per component: the key of a tool
+# does not name the packages built from it.
+build_k8s_minor() {
+  local component=$1 minor=$2 module="$1-v$2"
   [ -f "$modules/$module/go.mod" ] || die "no module $module (hack/control-plane/$module)"
   local version; version=$(sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$modules/$module/go.mod")
   [ -n "$version" ] || die "$module/go.mod requires no k8s.io/kubernetes version"
@@ -215,8 +231,19 @@ build_apiserver() {
   for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=${minor#1.} -X $v.gitTreeState=clean"
   done
-  build_tool_module "$module" "$ldflags" "" k8s.io/kubernetes/cmd/kube-apiserver
+  build_tool_module "$module" "$ldflags" "" "k8s.io/kubernetes/cmd/kube-$component"
   tool_bindir "$module" "$ldflags" ""
+}
+
+build_apiserver() { build_k8s_minor apiserver "$1"; }
+
+# The plane's kube-apiserver and kube-controller-manager: the cached 1.36 ones,
+# or those of KURA_K8S_MINOR.
+k8s_minor="${KURA_K8S_MINOR:-}"
+control_plane_bin() {
+  local component=$1
+  if [ -z "$k8s_minor" ]; then bin "kube-$component"; return; fi
+  echo "$(build_k8s_minor "$component" "$k8s_minor")/kube-$component"
 }
 
 bin() { echo "$cache/bin/current/$1"; }
@@ -351,7 +378,10 @@ cmd_up() {
       --service-cluster-ip-range "$node_service_cidr" --kubelet-preferred-address-types InternalIP
       --kubelet-client-certificate "$state/pki/apiserver-kubelet.crt" --kubelet-client-key "$state/pki/apiserver-kubelet.key")
   fi
-  start kube-apiserver "$(bin kube-apiserver)" \
+  local apiserver_bin kcm_bin
+  apiserver_bin=$(control_plane_bin apiserver)
+  kcm_bin=$(control_plane_bin controller-manager)
+  start kube-apiserver "$apiserver_bin" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --secure-port "$api_port" "${net_args[@]}" \
     --tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
@@ -375,7 +405,11 @@ cmd_up() {
   # lifecycle controller lifts it, so a node plane runs it.
   local controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller'
   if node_wanted; then controllers=${controllers/,-nodelifecycle/}; fi
-  start kube-controller-manager "$(bin kube-controller-manager)" \
+  # 1.37 no longer has the cloud controllers: naming one is an error there.
+  if [ -n "$k8s_minor" ] && [ "${k8s_minor#1.}" -ge 37 ]; then
+    controllers=${controllers/,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller/}
+  fi
+  start kube-controller-manager "$kcm_bin" \
     --kubeconfig "$state/kcm.kubeconfig" \
     --authentication-kubeconfig "$state/kcm.kubeconfig" --authorization-kubeconfig "$state/kcm.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$kcm_port" --leader-elect=false \
@@ -448,7 +482,8 @@ apiserver_minor=""
 for arg in "$@"; do
   case "$arg" in
     --node) export KURA_NODE=1 ;;
-    1.[0-9]*) [ "$verb" = apiserver ] || { echo "unknown argument: $arg" >&2; exit 2; }; apiserver_minor=$arg ;;
+    1.[0-9]*) case "$verb" in apiserver|controller-manager) ;; *) echo "unknown argument: $arg" >&2; exit 2 ;; esac
+      apiserver_minor=$arg ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -456,9 +491,11 @@ case "$verb" in
   build) cmd_build ;;
   prometheus) build_prometheus ;;  # the directory, on stdout
   apiserver) build_apiserver "${apiserver_minor:?usage: $0 apiserver 1.33|1.37}" ;;
+  controller-manager) build_k8s_minor controller-manager "${apiserver_minor:?usage: $0 controller-manager 1.33|1.37}" ;;
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 build|prometheus|apiserver MINOR|up|down|status|env [--node]" >&2; exit 2 ;;
+  ingress) [ -f "$state/node/enabled" ] || die "ingress: this plane has no node (up --node)"; node_ingress ;;
+  *) echo "usage: $0 build|prometheus|apiserver MINOR|controller-manager MINOR|up|down|status|env|ingress [--node]" >&2; exit 2 ;;
 esac

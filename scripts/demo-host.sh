@@ -2,9 +2,10 @@
 # The demo without a node (KURA_DEMO_NODE=0 scripts/dev.sh demo), for machines
 # where it cannot run as root: the operator as a host process (the debug build)
 # against the plane without a node, where kura-sim simulates the pods (marks them
-# Running and Ready; no container runs). Installs the CRDs, the example instances
-# as written (Auto/cloud, Dedicated/cloud, Shared/host) and the shared ingress
-# class, runs the operator, and shows `kubectl get kurainstances` until every
+# Running and Ready; no container runs) and the ingress controller (the shared
+# class and the gateways' classes are kura-sim's). Installs the CRDs, the example
+# instances as written (Auto/cloud, Dedicated/cloud, Shared/host) and the shared
+# ingress class, runs the operator, and shows `kubectl get kurainstances` until every
 # instance is Ready. The operator keeps running; Ctrl-C stops it.
 # KURA_DEMO_EXIT=1 stops it once everything converged (used by the tests);
 # KURA_METRICS_ADDR moves its /metrics (127.0.0.1:18080).
@@ -25,11 +26,19 @@ scripts/dev.sh build
 kubectl apply --server-side -f crds/ >/dev/null
 kubectl wait --for=condition=Established crd/kurainstances.kura.dev crd/kuragateways.kura.dev --timeout=60s >/dev/null
 kubectl create namespace kura-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-# The host region's shared ingress class, served by the simulated ingress controller.
-kubectl apply -f examples/shared-ingress-class.yaml >/dev/null
+# No node, so no ingress controller: the shared class and the dedicated gateways'
+# classes are given to the simulated one (kura-sim gives their Ingresses
+# 127.0.0.1, where nothing answers), instead of Traefik's controller name.
+kubectl create -f - >/dev/null 2>&1 <<YAML || true
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: kura-shared}
+spec: {controller: kura.dev/sim-ingress}
+YAML
+sed 's#controller: traefik.io/ingress-controller#controller: kura.dev/sim-ingress#' examples/config.yaml > "$state/demo-host-config.yaml"
 kubectl apply -f examples/instances.yaml
 
-kura-operator run --config examples/config.yaml --metrics-addr "${KURA_METRICS_ADDR:-127.0.0.1:18080}" \
+kura-operator run --config "$state/demo-host-config.yaml" --metrics-addr "${KURA_METRICS_ADDR:-127.0.0.1:18080}" \
   --resync 5m >"$state/operator.log" 2>&1 &
 operator=$!
 trap 'kill $operator 2>/dev/null || true' EXIT

@@ -77,11 +77,13 @@ say "on this single node, as in a cluster: the operator's image in its pod, from
 say "  StatefulSet pods on node $node, Ready through their own readiness probes. What the node has not:"
 say "  - no registry: the instances run $standin, a stand-in answering Kura's probes"
 say "    from the configuration the operator renders, instead of ghcr.io/kura-dev/kura:1.8.2"
-say "  - no cloud load balancer and no ingress-nginx image: acme-eu (Auto) and globex-eu (Dedicated)"
-say "    would each get a dedicated gateway (ingress-nginx behind a LoadBalancer Service), whose pods"
-say "    could not run here; they are applied with gateway mode Shared. What they get in a cloud:"
+say "  - no cloud load balancer: acme-eu (Auto) and globex-eu (Dedicated) would each get a dedicated"
+say "    gateway (Traefik behind a LoadBalancer Service), whose Service no load balancer gives an address"
+say "    here; they are applied with gateway mode Shared. What they get in a cloud:"
 say "    kura-operator render -f examples/instances.yaml --config examples/config.yaml"
-say "  - no ingress controller: kura-sim gives the Ingresses of class kura-shared an address (simulated)"
+say "  - the ingress controller is real: Traefik $(awk '$1 == "github.com/traefik/traefik/v3" {print $2}' \
+  hack/control-plane/traefik/go.mod), built from its Go module, in its pod on the node (kura-ingress/traefik),"
+say "    serves the shared class kura-shared on the node's address, :80"
 say "  - no volume provisioner: each claim is bound to a hostPath volume under $(show "$volumes")"
 say "  - initech-fra reads CACHE_TOKEN from Secret initech-cache, which the examples leave to you:"
 say "    the demo creates it with a random token"
@@ -152,6 +154,19 @@ done
 echo
 echo "\$ kubectl -n $ns get kurainstances,pods -o wide"
 kubectl -n "$ns" get kurainstances,pods -o wide
+echo
+# A real request through the ingress controller to one instance: its host, at
+# the address the controller published in its Ingress's status.
+ingress=$(kubectl -n "$ns" get ingress -l kura.dev/instance=acme-eu -o jsonpath='{.items[0].metadata.name}')
+host=$(kubectl -n "$ns" get ingress "$ingress" -o jsonpath='{.spec.rules[0].host}')
+address=$(kubectl -n "$ns" get ingress "$ingress" -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+# Ready is the pods' and the address's: the controller may route a moment later.
+for _ in $(seq 1 30); do
+  curl -fsS -o /dev/null --max-time 2 --resolve "$host:80:$address" "http://$host/up" 2>/dev/null && break
+  sleep 1
+done
+echo "\$ curl -sS -i --resolve $host:80:$address http://$host/up"
+curl -sS -i --max-time 5 --resolve "$host:80:$address" "http://$host/up" | tr -d '\r'
 echo
 [ "${KURA_DEMO_EXIT:-0}" = 1 ] && exit 0
 say "the operator keeps running in its pod until scripts/control-plane.sh down (which also undoes the node's"

@@ -8,6 +8,11 @@
 #   scripts/images.sh standin [--import]    kura.local/pause:1 (the pinned sandbox image)
 #                                           and kura.local/kura-standin:1, a stand-in for
 #                                           Kura serving what its probes check
+#   scripts/images.sh traefik [--import]    kura.local/traefik:<version>, the Traefik v3
+#                                           ingress controller built from its Go module
+#                                           (hack/control-plane/traefik): the node's
+#                                           shared ingress controller and the dedicated
+#                                           gateways' image
 #
 # Tars are written to $KURA_IMAGES_DIR (target/images). --import loads them into
 # the containerd of the plane in $KURA_CP_STATE (.control-plane), as
@@ -30,7 +35,7 @@ log() { printf 'images: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 ensure_tools() {
-  [ -x "$tools/ocitar" ] && [ -x "$tools/kura-standin" ] && [ -x "$tools/pause" ] \
+  [ -x "$tools/ocitar" ] && [ -x "$tools/kura-standin" ] && [ -x "$tools/pause" ] && [ -x "$tools/traefik" ] \
     || KURA_NODE=1 "$repo/scripts/control-plane.sh" build >/dev/null
 }
 
@@ -68,6 +73,22 @@ standin_images() {
   echo "$out/kura-standin.tar"
 }
 
+# The version is the one its wrapper module requires (the binary says the same:
+# `traefik version`).
+traefik_version() {
+  awk '$1 == "github.com/traefik/traefik/v3" {print $2}' "$repo/hack/control-plane/traefik/go.mod"
+}
+
+# Traefik is a static Go binary: nothing else goes into the layer. Its user is
+# the pod's to choose (the node's shared controller binds :80 and :443 on the
+# node, see scripts/control-plane-node.sh); the image says nobody.
+traefik_image() {
+  mkdir -p "$out"
+  "$tools/ocitar" -o "$out/traefik.tar" -name "kura.local/traefik:$(traefik_version)" -user 65532:65532 \
+    -entrypoint '["/traefik"]' "$(readlink -f "$tools/traefik")=/traefik:0755" >/dev/null
+  echo "$out/traefik.tar"
+}
+
 what=${1:-}
 do_import=false
 [ "${2:-}" = --import ] && do_import=true
@@ -75,7 +96,8 @@ ensure_tools
 case "$what" in
   operator) tars=$(operator_image) ;;
   standin) tars=$(standin_images) ;;
-  *) echo "usage: $0 operator|standin [--import]" >&2; exit 2 ;;
+  traefik) tars=$(traefik_image) ;;
+  *) echo "usage: $0 operator|standin|traefik [--import]" >&2; exit 2 ;;
 esac
 for t in $tars; do
   echo "$t"

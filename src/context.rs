@@ -39,6 +39,8 @@ pub struct Context {
     pub memory: Memory,
     /// The same, per gateway.
     pub gateway_memory: Memory<KuraGateway>,
+    /// The endpoint check's timeout and slots, shared by every reconcile.
+    pub endpoint: crate::endpoint::Checker,
 }
 
 impl Context {

@@ -359,11 +359,13 @@ async fn reconcile_if_leading(
         return Ok(Action::await_change());
     }
     let _timer = ctx.metrics.reconcile_timer();
-    let work = reconcile::reconcile(instance, ctx.clone());
+    let span = reconcile::span(&instance);
+    let work = reconcile::reconcile(instance, ctx.clone(), &span);
     let result = crate::leader::while_leading(&ctx.leader, work)
         .await
         .unwrap_or(Ok(Action::await_change()));
-    in_progress.done(&result);
+    // Its trace is the exemplar of the reconcile histogram.
+    in_progress.done(&result, crate::traces::trace_id(&span));
     result
 }
 

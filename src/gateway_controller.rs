@@ -88,11 +88,12 @@ async fn reconcile_if_leading(
     if !ctx.leading() {
         return Ok(Action::await_change());
     }
-    let work = gateway::reconcile(gw, ctx.clone());
+    let span = gateway::span(&gw);
+    let work = gateway::reconcile(gw, ctx.clone(), &span);
     let result = crate::leader::while_leading(&ctx.leader, work)
         .await
         .unwrap_or(Ok(Action::await_change()));
-    in_progress.done(&result);
+    in_progress.done(&result, crate::traces::trace_id(&span));
     result
 }
 

@@ -98,28 +98,22 @@ pub struct RunArgs {
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // Checked before anything starts: a tracing environment this exporter
+    // cannot serve is a start-up error, like an invalid configuration.
+    let export = crate::traces::export_from(|k| std::env::var(k).ok())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(run(args))
+    let result = runtime.block_on(run(args, export));
+    // The runtime still runs the last export's request.
+    crate::traces::shutdown();
+    result
 }
 
-fn telemetry(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG")
-        .unwrap_or_else(|_| "info,kube=warn".into());
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    if format == "json" {
-        builder.json().flatten_event(true).init();
-    } else {
-        builder.init();
-    }
-}
-
-async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(
+    args: RunArgs,
+    export: crate::traces::Export,
+) -> Result<(), Box<dyn std::error::Error>> {
     use std::sync::Arc;
 
     use kube::runtime::events::Reporter;
@@ -169,7 +163,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     check_crds(&client).await?;
     // Logging starts only now: a start-up failure is the one line main() prints
     // (kube's own error log of a failed connection would be a second one).
-    telemetry(&args.log_format);
+    crate::traces::init(&args.log_format, export, tokio::runtime::Handle::current())?;
 
     let reporter = Reporter {
         controller: "kura-operator".into(),
@@ -238,6 +232,8 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         wake: wake_tx,
         memory: Default::default(),
         gateway_memory: Default::default(),
+        // 3 s per check, waiting for a slot included; 32 in flight.
+        endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
     });
 
     let gateways = crate::gateway_controller::gateway_controller(

@@ -35,6 +35,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -96,8 +97,21 @@ struct ResourceLabel {
 type Seconds = Gauge<f64, AtomicU64>;
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
-fn reconcile_histogram() -> Histogram {
-    Histogram::new(RECONCILE_BUCKETS)
+/// The exemplar of a reconcile's duration: the trace of that reconcile
+/// (OpenMetrics exemplar syntax, `# {trace_id="..."} 0.042`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceLabel {
+    trace_id: String,
+}
+
+type ReconcileTimes = Family<
+    ControllerLabel,
+    HistogramWithExemplars<TraceLabel>,
+    fn() -> HistogramWithExemplars<TraceLabel>,
+>;
+
+fn reconcile_histogram() -> HistogramWithExemplars<TraceLabel> {
+    HistogramWithExemplars::new(RECONCILE_BUCKETS.into_iter())
 }
 
 fn queue_histogram() -> Histogram {
@@ -117,7 +131,7 @@ pub struct RuntimeMetrics {
     registry: Registry,
     reconciles: Family<ControllerResult, Counter>,
     errors: Family<ControllerLabel, Counter>,
-    reconcile_time: Histograms<ControllerLabel>,
+    reconcile_time: ReconcileTimes,
     active_workers: Family<ControllerLabel, Gauge>,
     max_concurrent: Family<ControllerLabel, Gauge>,
     depth: Family<QueueLabels, Gauge>,
@@ -145,8 +159,7 @@ impl Default for RuntimeMetrics {
         let errors = Family::<ControllerLabel, Counter>::default();
         let terminal_errors = Family::<ControllerLabel, Counter>::default();
         let panics = Family::<ControllerLabel, Counter>::default();
-        let reconcile_time: Histograms<ControllerLabel> =
-            Family::new_with_constructor(reconcile_histogram);
+        let reconcile_time: ReconcileTimes = Family::new_with_constructor(reconcile_histogram);
         let active_workers = Family::<ControllerLabel, Gauge>::default();
         let max_concurrent = Family::<ControllerLabel, Gauge>::default();
         let depth = Family::<QueueLabels, Gauge>::default();
@@ -481,8 +494,9 @@ pub struct InProgress {
 
 impl InProgress {
     /// The reconcile returned `result` (the leader's only: a standby's
-    /// reconciles do nothing and are not counted).
-    pub fn done<E>(&self, result: &Result<Action, E>) {
+    /// reconciles do nothing and are not counted); `trace_id` names its
+    /// trace when traces are exported: the exemplar of its duration.
+    pub fn done<E>(&self, result: &Result<Action, E>, trace_id: Option<String>) {
         let c = ControllerLabel {
             controller: self.controller,
         };
@@ -505,10 +519,11 @@ impl InProgress {
                 .get_or_create(&queue_labels(self.controller))
                 .inc();
         }
-        self.metrics
-            .reconcile_time
-            .get_or_create(&c)
-            .observe(self.start.elapsed().as_secs_f64());
+        self.metrics.reconcile_time.get_or_create(&c).observe(
+            self.start.elapsed().as_secs_f64(),
+            trace_id.map(|trace_id| TraceLabel { trace_id }),
+            None,
+        );
     }
 }
 
@@ -804,8 +819,11 @@ mod tests {
             value(&t, &format!("workqueue_queue_duration_seconds_count{q}")),
             Some(1.0)
         );
-        running.done::<()>(&Ok(Action::requeue(std::time::Duration::from_secs(1))));
-        running.done::<()>(&Err(()));
+        running.done::<()>(
+            &Ok(Action::requeue(std::time::Duration::from_secs(1))),
+            None,
+        );
+        running.done::<()>(&Err(()), None);
         drop(running);
         m.forget(INSTANCE_CONTROLLER, Some("ns"), "b");
         let t = text(&m);
@@ -851,6 +869,29 @@ mod tests {
         assert_eq!(
             value(&text(&m), &format!("workqueue_adds_total{q}")),
             Some(4.0)
+        );
+    }
+
+    /// A reconcile with a trace is its duration's exemplar, in OpenMetrics
+    /// syntax on its bucket's line; one without (traces off) adds none.
+    #[test]
+    fn a_traced_reconcile_is_the_exemplar_of_its_duration() {
+        let m = Arc::new(RuntimeMetrics::default());
+        let id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        m.start(INSTANCE_CONTROLLER, &configmap("a"))
+            .done::<()>(&Ok(Action::await_change()), None);
+        assert!(!text(&m).contains(" # {"), "{}", text(&m));
+        m.start(INSTANCE_CONTROLLER, &configmap("a"))
+            .done::<()>(&Ok(Action::await_change()), Some(id.into()));
+        let t = text(&m);
+        let line = t
+            .lines()
+            .find(|l| l.contains(&format!(" # {{trace_id=\"{id}\"}} ")))
+            .unwrap_or_else(|| panic!("no exemplar in\n{t}"));
+        assert!(
+            line.starts_with("controller_runtime_reconcile_time_seconds_bucket{")
+                && line.contains("controller=\"kurainstance\""),
+            "{line}"
         );
     }
 

@@ -95,22 +95,43 @@ impl Error {
     }
 }
 
+/// The span of one reconcile of `gw`, as the instance's (`reconcile::span`):
+/// a trace of its own, the revision recorded once decided.
+pub fn span(gw: &KuraGateway) -> tracing::Span {
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile_gateway",
+        namespace = gw.metadata.namespace.as_deref().unwrap_or_default(),
+        gateway = gw.metadata.name.as_deref().unwrap_or_default(),
+        revision = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    );
+    crate::traces::record_trace_id(&span);
+    span
+}
+
 /// One pass for one gateway: migrate → decide → execute → status → write,
-/// inside a span naming the gateway and the revision it decides for.
-pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let (Some(name), Some(namespace)) = (&gw.metadata.name, &gw.metadata.namespace) else {
+/// inside `span` ([`span`]).
+pub async fn reconcile(
+    gw: Arc<KuraGateway>,
+    ctx: Arc<Context>,
+    span: &tracing::Span,
+) -> Result<Action, Error> {
+    if gw.metadata.name.is_none() || gw.metadata.namespace.is_none() {
         return Err(Error::Unnamed);
-    };
+    }
     let now = Timestamp::now();
-    migrate(&ctx, &gw, now).await?;
+    migrate(&ctx, &gw, now).instrument(span.clone()).await?;
     if gw.metadata.deletion_timestamp.is_some() {
         ctx.metrics.count_gateway("deleting");
         return Ok(Action::await_change());
     }
     let recall = ctx.gateway_memory.recall(&gw, SETTLE);
-    let decision = decide(&ctx, &gw, &recall, now).await?;
+    let decision = decide(&ctx, &gw, &recall, now)
+        .instrument(tracing::info_span!(parent: span, "decide"))
+        .await?;
     let revision = decision.desired().map(|d| short(&d.revision));
-    let span = tracing::info_span!("reconcile_gateway", %namespace, gateway = %name, revision = revision.unwrap_or_default());
+    span.record("revision", revision.unwrap_or_default().as_str());
     async {
         let Some((outcome, requeue)) = execute(&ctx, &gw, &decision, now).await? else {
             ctx.metrics.count_gateway("collected");
@@ -141,7 +162,7 @@ pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action
         .await?;
         Ok(Action::requeue(requeue))
     }
-    .instrument(span)
+    .instrument(span.clone())
     .await
 }
 
@@ -266,8 +287,9 @@ async fn write(
         let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
         let name = gw.metadata.name.as_deref().unwrap_or_default();
         let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), namespace);
-        let written =
-            shared_status::write_status(&api, name, new_status, GATEWAY_FIELD_MANAGER).await;
+        let written = shared_status::write_status(&api, name, new_status, GATEWAY_FIELD_MANAGER)
+            .instrument(tracing::info_span!("status_write"))
+            .await;
         ctx.metrics.status_write(written.as_ref().err());
         match written {
             Ok(rv) => ctx.gateway_memory.status_written(gw, rv, new_status),

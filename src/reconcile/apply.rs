@@ -19,6 +19,7 @@ use futures::future::join_all;
 use kube::Client;
 use kube::api::{Api, DynamicObject, GetParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
+use tracing::Instrument;
 
 use super::observe::{owned_fields_by, owner};
 use super::plan::{ApplyOp, Owner};
@@ -93,13 +94,15 @@ pub async fn apply_as(
     waves.sort_unstable();
     waves.dedup();
     for wave in waves {
-        let batch = ops
+        let batch: Vec<_> = ops
             .iter()
             .filter(|op| op.id.kind.wave() == wave)
             .filter_map(|op| Some((op, desired.objects.iter().find(|o| o.id == op.id)?)))
-            .map(|(op, object)| apply_one(client, op, object, instance, manager));
+            .map(|(op, object)| apply_one(client, op, object, instance, manager))
+            .collect();
+        let span = tracing::info_span!("apply_wave", wave, objects = batch.len());
         let mut failures = Vec::new();
-        for result in join_all(batch).await {
+        for result in join_all(batch).instrument(span).await {
             match result {
                 Ok((id, fingerprint)) => {
                     fingerprints.insert(id, fingerprint);

@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod budget;
 pub mod decide;
+pub mod endpoint_check;
 pub mod events;
 pub mod execute;
 pub mod observe;
@@ -84,25 +85,50 @@ impl Error {
 /// workload and ingresses usually come sooner).
 const ACTIVATION_RECHECK: Duration = Duration::from_secs(15);
 
+/// The span of one reconcile of `instance`: a trace of its own (no parent),
+/// named by the instance. The revision it decides for and who originated it
+/// are recorded once decided; its trace id, when traces are exported, names
+/// it in the log (`traces`).
+pub fn span(instance: &KuraInstance) -> tracing::Span {
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        namespace = instance.metadata.namespace.as_deref().unwrap_or_default(),
+        instance = instance.metadata.name.as_deref().unwrap_or_default(),
+        revision = tracing::field::Empty,
+        origin = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    );
+    crate::traces::record_trace_id(&span);
+    span
+}
+
 /// One pass for one instance: decide → execute → probe → status → write,
-/// inside a span naming the instance, the revision it decides for and who
-/// originated it.
-pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let (Some(name), Some(namespace)) = (&instance.metadata.name, &instance.metadata.namespace)
-    else {
+/// inside `span` ([`span`]), each step a span of its own.
+pub async fn reconcile(
+    instance: Arc<KuraInstance>,
+    ctx: Arc<Context>,
+    span: &tracing::Span,
+) -> Result<Action, Error> {
+    if instance.metadata.name.is_none() || instance.metadata.namespace.is_none() {
         return Err(Error::Unnamed);
-    };
+    }
     let config = ctx.config();
     let now = Timestamp::now();
     let recall = ctx.memory.recall(&instance, SETTLE);
-    let decision = decide_now(&ctx, &instance, &config, &recall, now);
-    let span = tracing::info_span!(
-        "reconcile",
-        %namespace,
-        instance = %name,
-        revision = decision.revision().map(short).unwrap_or_default(),
-        origin = ?budget::origin(&decision.observed),
+    let decision = span.in_scope(|| {
+        tracing::info_span!("decide")
+            .in_scope(|| decide_now(&ctx, &instance, &config, &recall, now))
+    });
+    let origin = budget::origin(&decision.observed);
+    span.record(
+        "revision",
+        decision.revision().map(short).unwrap_or_default().as_str(),
     );
+    span.record("origin", tracing::field::debug(origin));
+    if crate::traces::exporting() && rolling_out(&decision, origin) {
+        crate::traces::link_rollout(span, &config.fleet_revision());
+    }
     let pass = report::Pass {
         ctx: &ctx,
         instance: &instance,
@@ -113,7 +139,10 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
     };
     async {
         let (outcome, requeue) = execute::execute(&ctx, &instance, &decision, &config, now).await?;
-        let activation = pass.activation(&outcome);
+        let activation = pass
+            .activation(&outcome)
+            .instrument(tracing::info_span!("probe"))
+            .await;
         let new_status = pass.status(&outcome, activation.as_ref());
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);
@@ -124,8 +153,21 @@ pub async fn reconcile(instance: Arc<KuraInstance>, ctx: Arc<Context>) -> Result
             _ => requeue,
         }))
     }
-    .instrument(span)
+    .instrument(span.clone())
     .await
+}
+
+/// Whether this pass carries a fleet rollout: the operator's change (its
+/// configuration or release), still to be applied or waiting for the budget.
+fn rolling_out(decision: &decide::Decision, origin: crate::api::Origin) -> bool {
+    let decide::Verdict::Valid(valid) = &decision.verdict else {
+        return false;
+    };
+    origin == crate::api::Origin::Operator
+        && matches!(
+            valid.plan,
+            plan::Plan::Apply { .. } | plan::Plan::Admit | plan::Plan::Held(_)
+        )
 }
 
 /// This pass's decision, from the caches, this process's memory and the clock.

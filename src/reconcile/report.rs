@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use kube::Api;
+use tracing::Instrument;
 
 use super::apply::{Failure, Stage};
 use super::probe::{self, Activation};
 use super::status::{self, Outcome, StatusInputs};
-use super::{Error, budget, events};
+use super::{Error, budget, endpoint_check, events};
 use crate::api::{KuraInstance, KuraInstanceStatus, RolloutState};
 use crate::config::OperatorConfig;
 use crate::context::Context;
@@ -29,10 +30,30 @@ pub struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// What the caches say of the instance's activation after this pass did
-    /// `outcome`: nothing when nothing was rendered or nothing is expected to
-    /// run (invalid, paused, conflicts, a failed apply or prune, waits).
-    pub fn activation(&self, outcome: &Outcome) -> Option<Activation> {
+    /// The instance's activation after this pass did `outcome`: what the
+    /// caches say, then, where the region enables it and the caches call it
+    /// active, whether its endpoint answers (`endpoint_check`, issue 23).
+    /// Nothing when nothing was rendered or nothing is expected to run
+    /// (invalid, paused, conflicts, a failed apply or prune, waits).
+    pub async fn activation(&self, outcome: &Outcome) -> Option<Activation> {
+        let cached = self.cached_activation(outcome)?;
+        let desired = self.decision.desired()?;
+        let spec = &self.instance.spec;
+        Some(
+            endpoint_check::confirm(
+                cached,
+                desired,
+                &self.ctx.stores,
+                self.config.regions.get(&spec.region),
+                &spec.account,
+                &self.ctx.endpoint,
+            )
+            .await,
+        )
+    }
+
+    /// What the caches say of the instance's activation after `outcome`.
+    fn cached_activation(&self, outcome: &Outcome) -> Option<Activation> {
         let desired = self.decision.desired()?;
         let stores = &self.ctx.stores;
         match outcome {
@@ -111,7 +132,9 @@ impl Pass<'_> {
             let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
             let name = instance.metadata.name.as_deref().unwrap_or_default();
             let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
-            let written = status::write(&api, name, new_status).await;
+            let written = status::write(&api, name, new_status)
+                .instrument(tracing::info_span!("status_write"))
+                .await;
             ctx.metrics.status_write(written.as_ref().err());
             match written {
                 Ok(rv) => ctx.memory.status_written(instance, rv, new_status),

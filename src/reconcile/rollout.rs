@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use tracing::Instrument;
 
 use super::apply::{self, For};
 use super::plan::{ApplyOp, ApplyReason, Observed, failures_for};
@@ -85,7 +86,9 @@ pub async fn rollout(
         name,
         namespace,
     };
-    let pruned = prune::prune(&ctx.client, &ctx.stores, &target, &stale, &config).await;
+    let pruned = prune::prune(&ctx.client, &ctx.stores, &target, &stale, &config)
+        .instrument(tracing::info_span!("prune", objects = stale.len()))
+        .await;
     ctx.faults.after_apply();
     let inventory = inventory_after(observed, desired, &fingerprints, &pruned.remaining);
     let sent = ops.iter().map(|op| op.id.to_string()).collect();

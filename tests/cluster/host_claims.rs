@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Event, Namespace};
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
@@ -241,26 +241,10 @@ async fn a_host_is_served_to_one_instance_across_namespaces() {
     let client = plane.client().await;
     let (a, b) = ("claims-a", "claims-b");
     for name in [a, b] {
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
-            )
-            .await
-            .unwrap();
+        create_namespace(&client, name).await;
     }
     // Served by this plane's own kura-sim, which plays the region's ingress controller.
-    Api::<IngressClass>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "shared-claims"},
-                "spec": {"controller": "kura.dev/sim-ingress"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    create_sim_class(&client, "shared-claims").await;
     let options = Options {
         kubeconfig: Some(plane.kubeconfig()),
         all_namespaces: true,

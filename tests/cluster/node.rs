@@ -615,18 +615,8 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     // an instance of the chart's example region onto the node.
     let demo = "node-chart-demo";
     plane.namespace(&client, demo).await;
-    let classes: Api<IngressClass> = Api::all(client.clone());
-    classes
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "kura-shared"},
-                "spec": {"controller": "kura.dev/sim-ingress"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    // The chart's example region's shared class, kura-shared, is the node's:
+    // its ingress controller (Traefik, installed by `up --node`) serves it.
     let data = plane.state.join("pv-chart");
     std::fs::create_dir_all(&data).unwrap();
     Api::<PersistentVolume>::all(client.clone())
@@ -960,4 +950,5 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
     .await;
 }
 
+mod ingress;
 mod memory;

@@ -149,6 +149,9 @@ impl Operator {
             )
             .args(&self.options.args)
             .env("KURA_LOG", "info,kura_operator::reconcile=trace")
+            // Traces only where a test asks for them (tests/cluster/traces.rs),
+            // whatever the environment the tests run in.
+            .env_clear_otel()
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log)
@@ -225,6 +228,11 @@ impl Operator {
         assert!(status.success(), "kill {signal}");
     }
 
+    /// The operator process's id (its threads are under /proc/PID/task).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub fn alive(&mut self) -> bool {
         self.child
             .as_mut()
@@ -273,6 +281,22 @@ pub fn sample(exposition: &str, series: &str) -> Option<f64> {
 }
 
 /// A port nothing listens on now (the operator binds it right after).
+/// Removes the OpenTelemetry variables a command would inherit.
+trait EnvClearOtel {
+    fn env_clear_otel(&mut self) -> &mut Self;
+}
+
+impl EnvClearOtel for Command {
+    fn env_clear_otel(&mut self) -> &mut Self {
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OTEL_") {
+                self.env_remove(key);
+            }
+        }
+        self
+    }
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

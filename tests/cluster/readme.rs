@@ -173,6 +173,10 @@ fn readme_commands_work_as_printed_in_a_fresh_shell() {
         "RUSTUP_TOOLCHAIN",
         "CARGO_TARGET_DIR",
         "RUSTFLAGS",
+        // The build settings the tests' own build used: without them the
+        // demo's `cargo build` is another build and replaces the binary.
+        "CARGO_INCREMENTAL",
+        "CARGO_PROFILE_DEV_DEBUG",
         "GOPATH",
         "GOCACHE",
         "GOMODCACHE",

@@ -296,6 +296,33 @@ pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {
         .collect()
 }
 
+/// Creates the namespace `name` on a plane of a test's own.
+pub async fn create_namespace(client: &Client, name: &str) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates the IngressClass `name` served by the plane's kura-sim, which plays
+/// the region's ingress controller.
+pub async fn create_sim_class(client: &Client, name: &str) {
+    let class = serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"controller": "kura.dev/sim-ingress"},
+    });
+    Api::<k8s_openapi::api::networking::v1::IngressClass>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(class).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
 /// A control plane of a test's own (other ports, other state), for faults that
 /// would disturb every other test on the shared one: restarts, SIGSTOP.
 pub struct PrivatePlane {

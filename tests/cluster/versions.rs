@@ -5,7 +5,10 @@
 //! differ by version, so each must accept `crds/` as it is (a rule using a
 //! library newer than the server fails the CRD's create), reject every
 //! malformed instance of the admission suite naming the field, and accept the
-//! examples.
+//! examples. The core reconciles run on each too (`reconcile`), on a plane
+//! of that minor with its own controller manager.
+
+mod reconcile;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -19,7 +22,8 @@ use crate::admission::{malformed_rejected, valid};
 use crate::operator::free_port;
 use crate::support::*;
 
-/// etcd and a kube-apiserver of `minor`, on loopback ports of their own;
+/// etcd and a kube-apiserver of `minor`, on loopback ports of their own
+/// (private plane number `port_offset`: moved by KURA_PRIVATE_PORT_BASE);
 /// stopped and removed when dropped.
 struct VersionPlane {
     etcd: Child,
@@ -50,7 +54,7 @@ fn run_ok(cmd: &mut Command) -> String {
 }
 
 impl VersionPlane {
-    async fn start(minor: &str) -> VersionPlane {
+    async fn start(minor: &str, port_offset: u16) -> VersionPlane {
         let bin = PathBuf::from(
             run_ok(
                 Command::new(repo().join("scripts/control-plane.sh"))
@@ -82,7 +86,13 @@ impl VersionPlane {
             format!("{token},kura-admin,kura-admin,\"system:masters\"\n"),
         )
         .unwrap();
-        let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
+        let ports = private_ports(port_offset);
+        let port = |var: &str| ports.iter().find(|(k, _)| *k == var).unwrap().1.clone();
+        let (client_port, peer_port, api_port) = (
+            port("KURA_ETCD_PORT"),
+            port("KURA_ETCD_PEER_PORT"),
+            port("KURA_API_PORT"),
+        );
         let log = |name: &str| std::fs::File::create(dir.join(name)).unwrap();
         let etcd = Command::new(tool("etcd"))
             .arg(format!("--data-dir={}", dir.join("etcd").display()))
@@ -179,8 +189,8 @@ impl VersionPlane {
     }
 }
 
-async fn crds_and_admission_hold_on(minor: &str) {
-    let plane = VersionPlane::start(minor).await;
+async fn crds_and_admission_hold_on(minor: &str, port_offset: u16) {
+    let plane = VersionPlane::start(minor, port_offset).await;
     let version = plane
         .kubectl(&["version", "-o", "json"])
         .unwrap_or_else(|e| e);
@@ -245,11 +255,23 @@ async fn crds_and_admission_hold_on(minor: &str) {
 #[tokio::test]
 #[ignore = "version matrix: KURA_CI_VERSIONS=1 .ci/run, or cargo test --test cluster -- --ignored versions::"]
 async fn crds_and_admission_hold_on_kubernetes_1_33() {
-    crds_and_admission_hold_on("1.33").await;
+    crds_and_admission_hold_on("1.33", 11).await;
 }
 
 #[tokio::test]
 #[ignore = "version matrix: KURA_CI_VERSIONS=1 .ci/run, or cargo test --test cluster -- --ignored versions::"]
 async fn crds_and_admission_hold_on_kubernetes_1_37() {
-    crds_and_admission_hold_on("1.37").await;
+    crds_and_admission_hold_on("1.37", 12).await;
+}
+
+#[tokio::test]
+#[ignore = "version matrix: KURA_CI_VERSIONS=1 .ci/run, or cargo test --test cluster -- --ignored versions::"]
+async fn core_reconciles_hold_on_kubernetes_1_33() {
+    reconcile::core_reconciles_hold_on("1.33", 9).await;
+}
+
+#[tokio::test]
+#[ignore = "version matrix: KURA_CI_VERSIONS=1 .ci/run, or cargo test --test cluster -- --ignored versions::"]
+async fn core_reconciles_hold_on_kubernetes_1_37() {
+    reconcile::core_reconciles_hold_on("1.37", 10).await;
 }

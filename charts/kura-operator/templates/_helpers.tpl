@@ -54,3 +54,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "kura-operator.leaderElect" -}}
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
 {{- end }}
+
+{{/* OTEL_RESOURCE_ATTRIBUTES from a map: key=value pairs, comma-separated, sorted. */}}
+{{- define "kura-operator.resourceAttributes" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := . -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

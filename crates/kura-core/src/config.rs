@@ -32,9 +32,11 @@ pub struct OperatorConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayDefaults {
-    /// Image of the dedicated gateway's ingress controller.
+    /// Image of the dedicated gateway's ingress controller: Traefik v3 (the
+    /// gateway Deployment passes Traefik's flags).
     pub image: String,
-    /// `IngressClass.spec.controller` of dedicated gateways.
+    /// `IngressClass.spec.controller` of dedicated gateways: Traefik serves
+    /// only classes of `traefik.io/ingress-controller`.
     pub controller: String,
     pub replicas: i32,
 }
@@ -42,8 +44,8 @@ pub struct GatewayDefaults {
 impl Default for GatewayDefaults {
     fn default() -> Self {
         GatewayDefaults {
-            image: "registry.k8s.io/ingress-nginx/controller:v1.12.1".into(),
-            controller: "kura.dev/gateway".into(),
+            image: "docker.io/library/traefik:v3.6.12".into(),
+            controller: "traefik.io/ingress-controller".into(),
             replicas: 1,
         }
     }
@@ -75,6 +77,47 @@ pub struct RegionConfig {
     /// (`crate::window`); none: changes of the operator go at any time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindow>,
+    /// Whether an instance becomes active only once its endpoint answers
+    /// through its Ingress (`crate::endpoint`). Not rendered: out of the
+    /// fleet revision.
+    #[serde(default, skip_serializing_if = "EndpointCheck::is_default")]
+    pub endpoint_check: EndpointCheck,
+}
+
+/// The check that an instance's endpoint answers: `GET http://<host><path>`
+/// sent to `<the address its Ingress reports>:<port>`. Off unless enabled:
+/// some clusters cannot reach their own load balancer from inside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointCheck {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "EndpointCheck::default_port")]
+    pub port: u16,
+    #[serde(default = "EndpointCheck::default_path")]
+    pub path: String,
+}
+
+impl EndpointCheck {
+    fn default_port() -> u16 {
+        80
+    }
+    fn default_path() -> String {
+        "/up".into()
+    }
+    fn is_default(&self) -> bool {
+        *self == EndpointCheck::default()
+    }
+}
+
+impl Default for EndpointCheck {
+    fn default() -> Self {
+        EndpointCheck {
+            enabled: false,
+            port: Self::default_port(),
+            path: Self::default_path(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -239,6 +282,27 @@ fn check_region(name: &str, region: &RegionConfig, errs: &mut Vec<FieldError>) {
         && let Err(why) = rules::dns_subdomain(class)
     {
         errs.push(FieldError::new(at("storageClass"), why));
+    }
+    let check = &region.endpoint_check;
+    if check.port == 0 {
+        errs.push(FieldError::new(
+            at("endpointCheck.port"),
+            "must be 1 to 65535",
+        ));
+    }
+    if !check.path.starts_with('/')
+        || check
+            .path
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        errs.push(FieldError::new(
+            at("endpointCheck.path"),
+            format!(
+                "{:?}: an absolute path (starting with /), without spaces",
+                check.path
+            ),
+        ));
     }
     let defaults = at("defaultResources");
     resources::check_syntax(&defaults, &region.default_resources, errs);

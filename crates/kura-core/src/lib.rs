@@ -4,6 +4,7 @@
 //!
 //! - vocabulary: `api` (the CRD types), `kind` (`ChildKind`), `keys`, `names`
 //! - inputs: `config`, `validate` (with `rules`)
+//! - the endpoint check's verdict: `endpoint` (the request is the operator's)
 //! - rendering: `render` (canonical manifests, hashes, the revision)
 //! - decisions: `plan` (an instance's state machine), `rollout` (the fleet
 //!   budget's rules), `claims` (who holds a host), `status_trust`
@@ -19,6 +20,7 @@ pub mod cached_sts;
 pub mod claims;
 pub mod compact;
 pub mod config;
+pub mod endpoint;
 pub mod events;
 pub mod fields;
 pub mod gateway;

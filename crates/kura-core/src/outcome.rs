@@ -94,6 +94,10 @@ impl TransientStreak {
 /// and whose Ingress has no address yet.
 pub const INGRESS_NO_ADDRESS: &str = "IngressNoAddress";
 
+/// The reason of an activation whose workload is available, whose Ingress
+/// has an address, and whose endpoint does not answer there (`crate::endpoint`).
+pub const ENDPOINT_NOT_ANSWERING: &str = "EndpointNotAnswering";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Activation {
     Active {
@@ -111,7 +115,9 @@ impl Activation {
     pub fn workload_available(&self) -> bool {
         match self {
             Activation::Active { .. } => true,
-            Activation::Waiting { reason, .. } => *reason == INGRESS_NO_ADDRESS,
+            Activation::Waiting { reason, .. } => {
+                *reason == INGRESS_NO_ADDRESS || *reason == ENDPOINT_NOT_ANSWERING
+            }
         }
     }
 }

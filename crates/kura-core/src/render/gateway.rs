@@ -83,14 +83,24 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
             controller: spec.controller.clone(),
         })),
     };
+    // Traefik v3's command line (the node's ingress controller, built from its
+    // Go module in hack/control-plane/traefik): its Kubernetes Ingress provider
+    // serves this gateway's class only, in the gateway's namespace only, and
+    // publishes the LoadBalancer Service's address in the Ingresses' status.
+    // It serves IngressClasses whose controller is `traefik.io/ingress-controller`:
+    // `gateway.controller` in the operator configuration.
     let container = GatewayContainer {
         args: vec![
-            format!("--ingress-class={class_name}"),
-            format!("--controller-class={}", spec.controller),
-            format!("--watch-namespace={namespace}"),
-            format!("--publish-service={namespace}/{name}"),
-            "--http-port=8080".to_string(),
-            "--https-port=8443".to_string(),
+            "--global.checknewversion=false".to_string(),
+            "--global.sendanonymoususage=false".to_string(),
+            "--entrypoints.web.address=:8080".to_string(),
+            "--entrypoints.websecure.address=:8443".to_string(),
+            "--providers.kubernetesingress=true".to_string(),
+            format!("--providers.kubernetesingress.ingressclass={class_name}"),
+            format!("--providers.kubernetesingress.namespaces={namespace}"),
+            format!(
+                "--providers.kubernetesingress.ingressendpoint.publishedservice={namespace}/{name}"
+            ),
         ],
         image: spec.image.clone(),
         name: "controller",

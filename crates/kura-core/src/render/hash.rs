@@ -232,10 +232,12 @@ impl crate::config::OperatorConfig {
         let mut value = serde_json::to_value(self).expect("the configuration serialises");
         if let Some(map) = value.as_object_mut() {
             map.remove("rollout");
-            // When a change may go renders nothing: a new window is no new rollout.
+            // What renders nothing is no new rollout: when a change may go
+            // (the maintenance window) and the endpoint check of each region.
             if let Some(regions) = map.get_mut("regions").and_then(|r| r.as_object_mut()) {
                 for region in regions.values_mut().filter_map(|r| r.as_object_mut()) {
                     region.remove("maintenanceWindow");
+                    region.remove("endpointCheck");
                 }
             }
         }

@@ -15,11 +15,16 @@
 //     sim.kura.dev/never-ready: pods whose spec, as JSON, contains this text
 //     never become Ready: an image tag, a resource amount), so rollouts take
 //     time and fail on purpose.
-//   - a simulated ingress controller (also on a plane with a real node, which
-//     runs no ingress controller): it serves every IngressClass whose
-//     spec.controller equals --ingress-controller, and gives each Ingress of such a
-//     class a loopback address in status.loadBalancer. Ingresses of any other class
-//     get no address, as they would in a cluster where that controller is absent.
+//   - a simulated ingress controller, for tests that run without a real one
+//     (a plane without a node has none): it serves every IngressClass whose
+//     spec.controller equals --ingress-controller (kura.dev/sim-ingress, a name
+//     no real controller uses), and gives each Ingress of such a class a
+//     loopback address in status.loadBalancer, which nothing behind it answers.
+//     Ingresses of any other class get no address from it, as they would in a
+//     cluster where that controller is absent: on a node plane the shared class
+//     kura-shared is served by a real controller (Traefik, controller
+//     traefik.io/ingress-controller, see scripts/control-plane-node.sh), whose
+//     Ingresses only it gives an address, and only while it runs.
 //
 // It only ever writes status subresources and talks to the apiserver given by
 // --kubeconfig.
@@ -48,6 +53,8 @@ const (
 	readyDelayAnnotation = "sim.kura.dev/ready-delay"
 	neverReadyAnnotation = "sim.kura.dev/never-ready"
 	loopbackAddress      = "127.0.0.1"
+	// The node's real ingress controller (Traefik): never simulated.
+	realIngressController = "traefik.io/ingress-controller"
 )
 
 func main() {
@@ -55,6 +62,10 @@ func main() {
 	ingressController := flag.String("ingress-controller", "kura.dev/sim-ingress",
 		"IngressClass spec.controller value this simulated ingress controller serves")
 	flag.Parse()
+	if *ingressController == realIngressController {
+		fmt.Fprintf(os.Stderr, "kura-sim: --ingress-controller %s is a real controller's name: the simulation serves no class a real controller serves\n", *ingressController)
+		os.Exit(1)
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -109,7 +120,7 @@ func main() {
 	})
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	klog.Infof("kura-sim: simulating kubelet (for pods of no real node) and ingress controller %q", sim.controller)
+	klog.Infof("kura-sim: simulating kubelet (for pods of no real node) and ingress controller %q (no real controller: classes of %q are a real one's)", sim.controller, realIngressController)
 
 	go sim.run(ctx, sim.podQueue, sim.syncPod)
 	go sim.run(ctx, sim.ingQueue, sim.syncIngress)

@@ -9,7 +9,8 @@
 // "listen" address (":8080", the container port named http) and answers the
 // readiness and liveness probes on GET /up: 200 while the configuration it was
 // started with is valid and agrees with the environment, 503 otherwise, so a pod
-// with a broken configuration stays unready as the real cache's would.
+// with a broken configuration stays unready as the real cache's would. Its
+// answers to /up name the account (header X-Kura-Account, from KURA_ACCOUNT).
 // GET / returns the configuration it serves, as JSON.
 package main
 
@@ -71,6 +72,9 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /up", func(w http.ResponseWriter, _ *http.Request) {
+		// Who answers: a check through an ingress can tell this instance's
+		// answer from another's (the operator's endpoint check, src/endpoint.rs).
+		w.Header().Set("X-Kura-Account", os.Getenv("KURA_ACCOUNT"))
 		if cfgErr != nil {
 			http.Error(w, cfgErr.Error(), http.StatusServiceUnavailable)
 			return

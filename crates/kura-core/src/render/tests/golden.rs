@@ -13,15 +13,18 @@ use super::*;
 use crate::kind::ChildKind;
 
 /// (instance, revision, pod template hash) under examples/config.yaml.
+/// acme-eu and globex-eu changed on purpose when examples/config.yaml's gateway
+/// moved from ingress-nginx (retired upstream) to Traefik (image and
+/// controller of their dedicated KuraGateway); their pod templates did not.
 const GOLDEN: [(&str, &str, &str); 3] = [
     (
         "acme-eu",
-        "e9fa7293256f466491ca43029f060e53eb34b7026b33ea4df5c72a5608cdea10",
+        "a729cba30a73f3c4ae7ca5ee8e2aa7e23ae2675d1897c0bdef2e1ea6c09908f8",
         "ff562e26d6d73ee3",
     ),
     (
         "globex-eu",
-        "293f0e2d4a558bdcb7fab487b75f5d12c035a8c91cd9236d20fb196263a566fa",
+        "d3b0f3e3cf13152a528264842cd5373efaa011270d606faae7424e623f92c493",
         "473101049342bbed",
     ),
     (
@@ -35,8 +38,11 @@ const GOLDEN: [(&str, &str, &str); 3] = [
 /// Changed on purpose when the class began to carry the gateway's uid and
 /// namespace (and its name to be derived from them): every gateway's children
 /// are re-applied once on upgrade; the pod template is unchanged, so no
-/// gateway pod restarts.
-const GOLDEN_GATEWAY: &str = "1f022b4079d351981e3f04394c861e96607a8c542ea251a8f05518f51519a8e1";
+/// gateway pod restarts. Changed again when the gateway's controller became
+/// Traefik (its command line): every gateway's pods restart once on upgrade,
+/// and a gateway still configured with ingress-nginx's image would not start
+/// (its flags are Traefik's): move `gateway.image` first.
+const GOLDEN_GATEWAY: &str = "c8f8d8d94cd80e18b12879eed13239ddc18f639f727aa530070591a9a755c387";
 
 #[test]
 fn the_example_gateway_renders_its_pinned_revision() {

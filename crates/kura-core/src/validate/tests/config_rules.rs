@@ -144,3 +144,35 @@ fn gateway_defaults_apply_when_the_gateway_section_is_absent() {
     let parsed = OperatorConfig::parse(&text).unwrap();
     assert_eq!(parsed.gateway, crate::config::GatewayDefaults::default());
 }
+
+#[test]
+fn rejects_an_endpoint_check_path_that_is_not_absolute() {
+    let edit = |c: &mut Value| {
+        eu(c)["endpointCheck"] = serde_yaml::from_str("{enabled: true, path: up}").unwrap()
+    };
+    assert_config_rejected(
+        edit,
+        "regions.eu-west-1.endpointCheck.path",
+        "an absolute path",
+    );
+}
+
+#[test]
+fn rejects_endpoint_check_port_zero() {
+    let edit = |c: &mut Value| {
+        eu(c)["endpointCheck"] = serde_yaml::from_str("{enabled: true, port: 0}").unwrap()
+    };
+    assert_config_rejected(edit, "regions.eu-west-1.endpointCheck.port", "1 to 65535");
+}
+
+/// The endpoint check renders nothing: turning it on is no fleet rollout.
+#[test]
+fn the_endpoint_check_is_not_in_the_fleet_revision() {
+    let before = OperatorConfig::parse(EXAMPLE_CONFIG).unwrap();
+    let after = OperatorConfig::parse(&edited(|c| {
+        eu(c)["endpointCheck"] = serde_yaml::from_str("{enabled: true, port: 8080}").unwrap()
+    }))
+    .unwrap();
+    assert!(after.regions["eu-west-1"].endpoint_check.enabled);
+    assert_eq!(before.fleet_revision(), after.fleet_revision());
+}

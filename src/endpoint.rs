@@ -1,0 +1,231 @@
+//! Whether an instance's public endpoint answers (issue 23, item 3), the I/O
+//! half: a bounded runner ([`Checker`]: a timeout per request, a limit on
+//! requests in flight, so checks never hold a reconcile of another instance
+//! for longer than the timeout). What to ask and the verdict are pure, in
+//! `kura_core::endpoint`. `reconcile::endpoint_check::confirm` calls it where
+//! a region enables the check.
+//!
+//! Plain HTTP/1.1 over a TCP connection, written here (a request line and a
+//! few headers; only the status line and headers of the response are read): no
+//! HTTP client dependency for one GET. `https` is not checked yet.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+
+pub use kura_core::endpoint::{Answer, IDENTITY_HEADER, Target, judge};
+
+/// The most of a response read: the status line and headers.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// Runs checks with a timeout each and at most `concurrency` in flight
+/// (shared by every reconcile of the process).
+#[derive(Clone, Debug)]
+pub struct Checker {
+    timeout: Duration,
+    slots: Arc<Semaphore>,
+}
+
+impl Checker {
+    pub fn new(timeout: Duration, concurrency: usize) -> Checker {
+        Checker {
+            timeout,
+            slots: Arc::new(Semaphore::new(concurrency.max(1))),
+        }
+    }
+
+    /// One request. Once the probe finds the workload available on the
+    /// desired revision and the Ingress with an address,
+    /// `reconcile::endpoint_check::confirm` calls this for the primary host
+    /// and treats any answer but [`Answer::Answered`] as "not active yet",
+    /// with [`Answer::message`] in the reason. Waiting for a slot counts in
+    /// the timeout: a check never holds its reconcile for longer than the
+    /// timeout.
+    pub async fn check(&self, target: &Target) -> Answer {
+        let timeout = self.timeout;
+        let run = async {
+            let _slot = self.slots.acquire().await.expect("never closed");
+            ask(target).await
+        };
+        tokio::time::timeout(timeout, run)
+            .await
+            .unwrap_or(Answer::TimedOut { after: timeout })
+    }
+}
+
+async fn ask(target: &Target) -> Answer {
+    let mut conn =
+        match tokio::net::TcpStream::connect((target.address.as_str(), target.port)).await {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Answer::Refused {
+                    error: e.to_string(),
+                };
+            }
+            Err(e) => {
+                return Answer::Failed {
+                    error: format!("cannot connect: {e}"),
+                };
+            }
+        };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: kura-operator\r\nConnection: close\r\n\r\n",
+        target.path, target.host
+    );
+    if let Err(e) = conn.write_all(request.as_bytes()).await {
+        return Answer::Failed {
+            error: format!("cannot send the request: {e}"),
+        };
+    }
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+        match conn.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) => {
+                return Answer::Failed {
+                    error: format!("cannot read the answer: {e}"),
+                };
+            }
+        }
+    }
+    judge(&String::from_utf8_lossy(&head), &target.account)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn target(port: u16) -> Target {
+        Target {
+            address: "127.0.0.1".into(),
+            port,
+            host: "acme.r1.kura.test".into(),
+            path: "/up".into(),
+            account: "acme".into(),
+        }
+    }
+
+    /// A server that answers one connection with `response` after reading the
+    /// request, and hands the request back.
+    async fn serve_once(response: &'static str) -> (u16, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            conn.write_all(response.as_bytes()).await.unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        (port, task)
+    }
+
+    #[tokio::test]
+    async fn a_2xx_from_the_instance_is_an_answer_and_the_request_names_host_and_path() {
+        let (port, server) =
+            serve_once("HTTP/1.1 200 OK\r\nx-kura-account: acme\r\ncontent-length: 3\r\n\r\nok\n")
+                .await;
+        let answer = Checker::new(Duration::from_secs(5), 4)
+            .check(&target(port))
+            .await;
+        assert_eq!(answer, Answer::Answered);
+        let request = server.await.unwrap();
+        assert!(request.starts_with("GET /up HTTP/1.1\r\n"), "{request}");
+        assert!(
+            request.contains("\r\nHost: acme.r1.kura.test\r\n"),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_instances_answer_is_not_this_ones() {
+        let (port, _server) =
+            serve_once("HTTP/1.1 200 OK\r\nX-Kura-Account: globex\r\n\r\nok\n").await;
+        let t = target(port);
+        let answer = Checker::new(Duration::from_secs(5), 4).check(&t).await;
+        assert_eq!(
+            answer,
+            Answer::WrongInstance {
+                account: "globex".into()
+            }
+        );
+        let message = answer.message(&t);
+        assert!(message.contains("\"globex\", not \"acme\""), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_controllers_503_names_the_status() {
+        let (port, _server) = serve_once("HTTP/1.1 503 Service Unavailable\r\n\r\n").await;
+        let t = target(port);
+        let answer = Checker::new(Duration::from_secs(5), 4).check(&t).await;
+        assert_eq!(answer, Answer::Status { code: 503 });
+        assert_eq!(
+            answer.message(&t),
+            format!("http://acme.r1.kura.test/up via 127.0.0.1:{port}: HTTP 503")
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_a_refused_connection_naming_address_and_port() {
+        // A port that was free a moment ago: bound, then released.
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let t = target(port);
+        let answer = Checker::new(Duration::from_secs(5), 4).check(&t).await;
+        assert!(matches!(answer, Answer::Refused { .. }), "{answer:?}");
+        assert!(
+            answer
+                .message(&t)
+                .contains(&format!("127.0.0.1:{port}: connection refused")),
+            "{}",
+            answer.message(&t)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_times_out_within_the_bound() {
+        // Accepts the connection, never answers.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _held = tokio::spawn(async move {
+            let (conn, _) = listener.accept().await.unwrap();
+            std::future::pending::<()>().await;
+            drop(conn);
+        });
+        let started = std::time::Instant::now();
+        let answer = Checker::new(Duration::from_millis(300), 4)
+            .check(&target(port))
+            .await;
+        assert_eq!(
+            answer,
+            Answer::TimedOut {
+                after: Duration::from_millis(300)
+            }
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_slot_counts_in_the_timeout() {
+        let checker = Checker::new(Duration::from_millis(300), 1);
+        let _slot = checker.slots.clone().acquire_owned().await.unwrap();
+        let started = std::time::Instant::now();
+        let answer = checker.check(&target(9)).await;
+        assert!(matches!(answer, Answer::TimedOut { .. }), "{answer:?}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+}
