@@ -52,5 +52,5 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Leader election: asked for, or needed because several replicas would otherwise all reconcile. */}}
 {{- define "kura-operator.leaderElect" -}}
-{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) (gt (int .Values.shards) 1) }}true{{ end }}
 {{- end }}
