@@ -88,15 +88,21 @@ pub async fn coordinate(
         leader,
     );
     tokio::pin!(release);
+    // The campaigns run until told to stop, then give their Leases up.
+    let mut campaigns = std::pin::pin!(futures::future::join_all(campaigns));
+    let mut ended = false;
     tokio::select! {
         _ = &mut release => {}
         _ = futures::future::join_all(followers) => {}
         _ = planner => {}
+        _ = &mut campaigns => ended = true,
     }
     gate.holding.send_replace(Default::default());
     gate.acting.send_replace(Default::default());
     let _ = stop_tx.send(true);
-    futures::future::join_all(campaigns).await;
+    if !ended {
+        campaigns.await;
+    }
     let params = DeleteParams::default();
     let gone = api.delete(&member.name, &params);
     if let Err(e) = tokio::time::timeout(Duration::from_secs(5), gone)

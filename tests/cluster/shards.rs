@@ -193,7 +193,7 @@ impl Bench {
             let mut held: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
             for (i, h) in holders.iter().enumerate() {
                 let h = h.as_deref()?;
-                let (name, ..) = replicas.iter().find(|(_, op, _)| op.log().contains(h))?;
+                let (name, ..) = replicas.iter().find(|(_, op, _)| is(op, h))?;
                 held.entry(name.to_string()).or_default().insert(i as u32);
             }
             let ok = replicas
@@ -203,6 +203,11 @@ impl Bench {
         })
         .await
     }
+}
+
+/// Whether `identity` is `op`'s own (its log names the others too, as members).
+fn is(op: &Operator, identity: &str) -> bool {
+    op.log().contains(&format!("identity={identity} "))
 }
 
 async fn create(client: &Client, namespace: &serde_json::Value) {
@@ -232,7 +237,6 @@ struct Write {
     verb: String,
     /// `namespace/resource[/subresource]/name`.
     object: String,
-    at: String,
 }
 
 /// The replicas' mutating requests at or after `since` (RFC 3339) in the
@@ -264,7 +268,6 @@ fn writes(bench: &Bench, since: &str) -> Vec<Write> {
                     o["resource"].as_str()?,
                     o["name"].as_str()?
                 ),
-                at: at.to_string(),
             })
         })
         .collect()
