@@ -35,11 +35,15 @@ const HOME: &str = "shards";
 
 /// A plane with namespaces spread over the shards, and replicas on it.
 struct Bench {
+    name: String,
     plane: PrivatePlane,
     client: Client,
     /// `(namespace, shard)`, `per_shard` namespaces of each shard.
     namespaces: Vec<(String, u32)>,
     config: String,
+    /// The replicas' `--resync`: long, so that what converges is shown to
+    /// converge by its triggers (a take-over, a handover), not by a resync.
+    resync: &'static str,
 }
 
 impl Bench {
@@ -74,10 +78,12 @@ impl Bench {
             .await
             .unwrap();
         Bench {
+            name: name.to_string(),
             plane,
             client,
             namespaces,
             config,
+            resync: "10m",
         }
     }
 
@@ -87,8 +93,9 @@ impl Bench {
             kubeconfig: Some(self.kubeconfig_of(name)),
             all_namespaces: true,
             lease_duration: Some(LEASE),
-            replica: Some(name.into()),
-            resync: Some("10m".into()),
+            // The files of each test's replicas apart (tests run at once).
+            replica: Some(format!("{}-{name}", self.name)),
+            resync: Some(self.resync.into()),
             args: vec![format!("--shards={SHARDS}")],
         };
         Operator::start_with(HOME, &self.config, &[], options)

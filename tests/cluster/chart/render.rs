@@ -86,7 +86,10 @@ fn shards_render_the_flag_the_strategy_and_their_rbac() {
     assert_eq!(args.shards, 4);
     assert!(args.leader_elect);
     let deployment = &of_kind(&objects, "Deployment")[0];
-    assert_eq!(deployment["spec"]["strategy"]["type"].as_str(), Some("Recreate"));
+    assert_eq!(
+        deployment["spec"]["strategy"]["type"].as_str(),
+        Some("Recreate")
+    );
     let rules = |objects: &[Value]| {
         let election = objects
             .iter()
@@ -101,13 +104,19 @@ fn shards_render_the_flag_the_strategy_and_their_rbac() {
         text.contains("kura-operator-budget") && text.contains("kura-operator-hosts"),
         "the two ledgers, by name: {text}"
     );
-    assert!(text.contains("delete"), "stale membership Leases are deleted: {text}");
+    assert!(
+        text.contains("delete"),
+        "stale membership Leases are deleted: {text}"
+    );
 
     let one = template("rel", "ops", &["--set", "replicas=2"]);
     assert_eq!(run_args(&one).shards, 1);
     assert!(of_kind(&one, "Deployment")[0]["spec"]["strategy"].is_null());
     let text = rules(&one);
-    assert!(!text.contains("budget") && !text.contains("delete"), "one shard: {text}");
+    assert!(
+        !text.contains("budget") && !text.contains("delete"),
+        "one shard: {text}"
+    );
 }
 
 #[test]

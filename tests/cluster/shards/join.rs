@@ -62,11 +62,7 @@ async fn a_joining_replica_takes_shards_without_a_pause_of_the_others() {
     // Four over three: 2, 1 and 1.
     let after = wait_for("c to hold a shard", Duration::from_secs(90), || async {
         let holders = bench.holders().await;
-        let c_holds = holders
-            .iter()
-            .flatten()
-            .filter(|h| is(&c, h))
-            .count();
+        let c_holds = holders.iter().flatten().filter(|h| is(&c, h)).count();
         (c_holds == 1 && holders.iter().all(Option::is_some)).then_some(holders)
     })
     .await;
