@@ -52,7 +52,7 @@ fn claims(c: &mut Criterion) {
     use kura_operator::claims::Claims;
 
     let (instance, config) = example();
-    let (claims, _woken) = Claims::new(kura_operator::claims::index::DEFAULT_RESERVATION);
+    let claims = Claims::new(kura_operator::claims::index::DEFAULT_RESERVATION, None);
     let (instances, _) = reflector::store::<KuraInstance>();
     let (ingresses, _) = reflector::store::<Ingress>();
     let fleet = |i: usize| {

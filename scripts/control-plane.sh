@@ -41,6 +41,14 @@
 #   its .1), KURA_NODE_SERVICE_CIDR (10.218.0.0/16, the `kubernetes` Service its .1),
 #   KURA_NODE_PORT_BASE (32200: kubelet +50, its healthz +48, kube-proxy healthz +56
 #   and metrics +49, kube-scheduler +59), KURA_NODE_NAME (kura-node).
+#
+# Sizing for large fleets (the N=10,000 benchmark, docs/benchmarks.md):
+#   KURA_ETCD_QUOTA_BYTES (8 GiB here, etcd's own default is 2 GiB: about 150,000
+#   objects and their history of status writes between two compactions pass 2 GiB,
+#   and etcd then refuses every write with "mvcc: database space exceeded");
+#   KURA_AUDIT_MAXBACKUP (2): rotated 200 MB audit files kept; a benchmark phase
+#   at N=10,000 writes more than 400 MB of audit lines, and counts requests from
+#   them, so it needs more.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,6 +60,8 @@ etcd_port="${KURA_ETCD_PORT:-23790}"
 etcd_peer_port="${KURA_ETCD_PEER_PORT:-23800}"
 api_port="${KURA_API_PORT:-16443}"
 kcm_port="${KURA_KCM_PORT:-20257}"
+etcd_quota_bytes="${KURA_ETCD_QUOTA_BYTES:-8589934592}"
+audit_maxbackup="${KURA_AUDIT_MAXBACKUP:-2}"
 
 # The node plane's settings (unused without a node).
 node_bridge="${KURA_NODE_BRIDGE:-kura0}"
@@ -326,7 +336,8 @@ cmd_up() {
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
     --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
-    --initial-cluster "kura-local=http://127.0.0.1:$etcd_peer_port" --log-level warn
+    --initial-cluster "kura-local=http://127.0.0.1:$etcd_peer_port" --log-level warn \
+    --quota-backend-bytes "$etcd_quota_bytes"
   wait_for etcd "health" 60 curl -fsS "http://127.0.0.1:$etcd_port/health"
 
   # Without a node nothing outside this machine's loopback needs the apiserver.
@@ -353,7 +364,7 @@ cmd_up() {
     --service-account-signing-key-file "$state/pki/sa.key" \
     --allow-privileged=true --profiling=false \
     --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/audit.log" \
-    --audit-log-maxsize 200 --audit-log-maxbackup 2 --audit-log-format json \
+    --audit-log-maxsize 200 --audit-log-maxbackup "$audit_maxbackup" --audit-log-format json \
     --max-requests-inflight 800 --max-mutating-requests-inflight 400
   write_kubeconfig kura-admin "$state/kubeconfig"
   write_kubeconfig system:kube-controller-manager "$state/kcm.kubeconfig"

@@ -30,11 +30,11 @@ pub struct Context {
     /// then does anything reconcile.
     pub leader: watch::Receiver<LeaderState>,
     pub faults: Faults,
-    /// Instances to reconcile now: the next in line of the rollout budget
-    /// (`reconcile::budget::wake_next`).
-    pub wake: tokio::sync::mpsc::UnboundedSender<
-        kube::runtime::reflector::ObjectRef<crate::api::KuraInstance>,
-    >,
+    /// Instances to reconcile now, the instance controller's one wake
+    /// channel: the next in line of the rollout budget
+    /// (`reconcile::budget::wake_next`), and (from the host claims) those a
+    /// freed host concerns.
+    pub wake: crate::claims::watch::WakeSender,
     /// What this process remembers per instance between reconciles.
     pub memory: Memory,
     /// The same, per gateway.

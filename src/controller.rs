@@ -35,6 +35,8 @@ use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
 #[derive(Clone)]
 pub struct Scope {
     pub client: Client,
+    /// How every reflector lists (`list_strategy`).
+    pub list: crate::list_strategy::ListStrategy,
     pub namespace: Option<String>,
     /// Server-side timeout of each watch request, in seconds.
     pub watch_timeout: u32,
@@ -56,7 +58,8 @@ impl Scope {
 
 impl Scope {
     pub fn watch_config(&self) -> watcher::Config {
-        watcher::Config::default().timeout(self.watch_timeout)
+        self.list
+            .apply(watcher::Config::default().timeout(self.watch_timeout))
     }
 
     /// Only objects this operator manages: the caches never hold anyone else's.
@@ -183,8 +186,6 @@ pub struct Streams {
     service_accounts: Shared<PartialObjectMeta<ServiceAccount>>,
     pdbs: Shared<PartialObjectMeta<PodDisruptionBudget>>,
     network_policies: Shared<PartialObjectMeta<NetworkPolicy>>,
-    /// Instances waiting for a host that may just have been freed.
-    claims_woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>,
 }
 
 /// The gateway controller's triggers, copies of the instance controller's
@@ -200,11 +201,11 @@ pub struct GatewayStreams {
 }
 
 /// The instance controller's streams (with every cache) and the gateway
-/// controller's, copies of the same watches.
-pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
+/// controller's, copies of the same watches. Instances a freed host concerns
+/// go to `wake`, the instance controller's one wake channel.
+pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Streams, GatewayStreams) {
     // Host claims follow the instances and the Ingresses of ours (claims.rs).
-    let (claims, claims_woken) = Claims::new(scope.host_reservation);
-    let claims = Arc::new(claims);
+    let claims = Arc::new(Claims::new(scope.host_reservation, Some(wake)));
     let (instances_store, instances) = {
         let claims = claims.clone();
         reflect_observed(
@@ -288,7 +289,6 @@ pub fn streams(scope: &Scope) -> (Streams, GatewayStreams) {
         service_accounts,
         pdbs,
         network_policies,
-        claims_woken,
     };
     (instance, gateway)
 }
@@ -422,7 +422,9 @@ pub async fn caches_synced(stores: &Stores) {
 
 /// The instance controller. Returns when `shutdown` resolves. `reconcile_all`
 /// ticks on a configuration change and when this process starts leading;
-/// `wake` names instances to reconcile now (the rollout budget's next in line).
+/// `wake` names instances to reconcile now: the rollout budget's next in
+/// line, and those waiting for a host that was just freed (its holder
+/// deleted, or given other hosts), at once rather than at the next resync.
 pub fn instance_controller(
     streams: Streams,
     ctx: Arc<Context>,
@@ -471,9 +473,6 @@ pub fn instance_controller(
                 instances_using(&by_class, None, |s| s.ingress_class_name == name)
             }),
         )
-        // A host freed (its holder deleted, or given other hosts) goes to
-        // the instances waiting for it at once, not at the next resync.
-        .reconcile_on(q.refs(streams.claims_woken))
         .reconcile_all_on(q.all(reconcile_all, instances_store))
         .reconcile_on(q.refs(futures::stream::unfold(wake, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))

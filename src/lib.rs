@@ -19,6 +19,7 @@ pub mod diff;
 pub mod gateway;
 pub mod gateway_controller;
 pub mod leader;
+pub mod list_strategy;
 pub mod memory;
 pub mod metrics;
 pub mod reconcile;

@@ -96,6 +96,12 @@ pub struct RunArgs {
     /// instance asking for them gets them.
     #[arg(long, env = "KURA_HOST_RESERVATION", default_value = "5m", value_parser = parse_duration)]
     pub host_reservation: Duration,
+
+    /// How the caches are filled: a streaming list (the API server's
+    /// WatchList, objects sent one by one) where the server serves one, else
+    /// paged lists (`auto`, asked once at start); or either, forced.
+    #[arg(long, env = "KURA_LIST_STRATEGY", value_enum, default_value = "auto")]
+    pub list_strategy: crate::list_strategy::Choice,
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -207,13 +213,22 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (config_changed, config_state) =
         crate::config_watch::follow(source, config_text, config_tx, report);
     probes.set_config_state(config_state);
+    let instances_api: kube::Api<crate::api::KuraInstance> = match &args.namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let list = crate::list_strategy::choose(args.list_strategy, &instances_api).await;
     let scope = Scope {
         client: client.clone(),
+        list,
         namespace: args.namespace.clone(),
         watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
         host_reservation: args.host_reservation,
     };
-    let (streams, gateway_streams) = controller::streams(&scope);
+    // The instance controller's one wake channel: the budget's next in line
+    // (`Context::wake`) and instances a freed host concerns (claims).
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (streams, gateway_streams) = controller::streams(&scope, wake_tx.clone());
     probes.set_instances(streams.stores.instances.clone());
     // Nobody reconciles before every cache has listed once: a restarted
     // operator would see every child "missing" and re-apply the whole fleet.
@@ -221,7 +236,6 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         leading: false,
         healthy: true,
     });
-    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let ctx = Arc::new(Context {
         client: client.clone(),
         stores: streams.stores.clone(),

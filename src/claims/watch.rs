@@ -1,11 +1,11 @@
 //! Host claims in the running operator: the index, fed by the instance and
 //! Ingress watches, and the one call a reconcile makes. Whom a change may
-//! concern is sent to the instance controller (`woken`), which reconciles them.
+//! concern is sent on the instance controller's one wake channel
+//! (`Context::wake`, shared with the fleet budget), which reconciles them.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use futures::channel::mpsc;
 use jiff::Timestamp;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -13,27 +13,27 @@ use kube::runtime::watcher;
 
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
-use kura_core::claims::index::{Index, Wake};
+use kura_core::claims::index::Index;
 use kura_core::claims::{Claimant, Conflict, HostClaim, HostInputs, check, hosts, not_served};
+
+/// Where the instances to reconcile now are sent.
+pub type WakeSender = tokio::sync::mpsc::UnboundedSender<ObjectRef<KuraInstance>>;
 
 pub struct Claims {
     index: Mutex<Index>,
-    wake: mpsc::UnboundedSender<ObjectRef<KuraInstance>>,
+    /// None in a preview, which reconciles nothing.
+    wake: Option<WakeSender>,
 }
 
 impl Claims {
-    /// The claims, a deleted holder's hosts reserved for `reservation`, and
-    /// the stream of instances to reconcile because a host they wait for may
-    /// have been freed.
-    pub fn new(
-        reservation: Duration,
-    ) -> (Claims, mpsc::UnboundedReceiver<ObjectRef<KuraInstance>>) {
-        let (wake, woken) = mpsc::unbounded();
-        let claims = Claims {
+    /// The claims, a deleted holder's hosts reserved for `reservation`;
+    /// instances to reconcile because a host they wait for may have been
+    /// freed go to `wake` (None: nowhere, for a preview).
+    pub fn new(reservation: Duration, wake: Option<WakeSender>) -> Claims {
+        Claims {
             index: Mutex::new(Index::new(reservation)),
             wake,
-        };
-        (claims, woken)
+        }
     }
 
     /// After the reflector applied `event` to `store`.
@@ -148,12 +148,11 @@ impl Claims {
         self.send(wakes);
     }
 
-    fn send(&self, wakes: Vec<Wake>) {
+    fn send(&self, wakes: Vec<(String, String)>) {
+        let Some(wake) = &self.wake else { return };
         for (namespace, name) in wakes {
             // The receiver is gone only when the controller stopped.
-            let _ = self
-                .wake
-                .unbounded_send(ObjectRef::new(&name).within(&namespace));
+            let _ = wake.send(ObjectRef::new(&name).within(&namespace));
         }
     }
 }

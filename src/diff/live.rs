@@ -88,9 +88,10 @@ impl LiveBuilder {
                     pod_disruption_budgets: pdbs,
                     network_policies,
                     deployments,
-                    claims: std::sync::Arc::new(
-                        Claims::new(crate::claims::index::DEFAULT_RESERVATION).0,
-                    ),
+                    claims: std::sync::Arc::new(Claims::new(
+                        crate::claims::index::DEFAULT_RESERVATION,
+                        None,
+                    )),
                     labelled: Default::default(),
                 },
                 pod_template_hashes: BTreeMap::new(),

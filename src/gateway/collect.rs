@@ -8,7 +8,6 @@ use std::sync::Arc;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
-use kube::runtime::events::{Event, EventType};
 
 use crate::api::{KuraGateway, KuraInstance};
 use crate::config::OperatorConfig;
@@ -117,19 +116,11 @@ pub async fn collect(ctx: &Context, gw: &Arc<KuraGateway>) -> Result<(), Failure
         namespace: Some(namespace.to_string()),
         name: name.to_string(),
     };
-    let note = format!("no KuraInstance or Ingress of {namespace} uses it: deleting it");
-    tracing::info!(%namespace, gateway = %name, "{note}");
-    crate::reconcile::events::publish(
-        ctx,
-        gw,
-        vec![Event {
-            type_: EventType::Normal,
-            reason: "Collected".into(),
-            note: Some(note),
-            action: "Collect".into(),
-            secondary: None,
-        }],
-    );
+    let note = super::status::collected(namespace);
+    tracing::info!(%namespace, gateway = %name, "{}", note.note);
+    let mut event = crate::reconcile::events::event(note);
+    event.action = "Collect".into();
+    crate::reconcile::events::publish(ctx, gw, vec![event]);
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: gw.metadata.uid.clone(),

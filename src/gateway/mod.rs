@@ -17,9 +17,7 @@ pub mod collect;
 pub mod decide;
 mod migrate;
 pub mod observe;
-pub mod plan;
-pub mod status;
-mod validate;
+pub use kura_core::gateway::{plan, status, validate};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,14 +25,14 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::Event;
 use tracing::Instrument;
 
 use self::plan::Plan;
 use self::status::{Outcome, StatusInputs};
 use crate::api::{KuraGateway, KuraGatewayStatus};
 use crate::context::Context;
-use crate::keys::{GATEWAY_FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
+use crate::keys::GATEWAY_FIELD_MANAGER;
 use crate::memory::Recall;
 use crate::reconcile::apply::{self, Failure, FailureClass};
 use crate::reconcile::plan::{ApplyOp, ApplyReason, SETTLE, drift, until};
@@ -150,17 +148,7 @@ pub async fn reconcile(gw: Arc<KuraGateway>, ctx: Arc<Context>) -> Result<Action
 /// Removes an earlier release's finalizer, once.
 async fn migrate(ctx: &Context, gw: &Arc<KuraGateway>, now: Timestamp) -> Result<(), Error> {
     match migrate::drop_legacy_finalizer(&ctx.client, gw).await {
-        Ok(true) => events::publish(
-            ctx,
-            gw,
-            vec![event(
-                EventType::Normal,
-                "FinalizerRemoved",
-                format!(
-                    "removed {LEGACY_GATEWAY_FINALIZER} (of an earlier release): deleting a namespace no longer waits for the operator"
-                ),
-            )],
-        ),
+        Ok(true) => events::publish(ctx, gw, vec![events::event(status::finalizer_removed())]),
         Ok(false) => {}
         Err(failure) => {
             let failures = ctx
@@ -270,7 +258,10 @@ async fn write(
     recall: &Recall<KuraGatewayStatus>,
     now: Timestamp,
 ) -> Result<(), Error> {
-    let news = status::events_for(&observed.status, new_status, outcome);
+    let news: Vec<Event> = status::notes_for(&observed.status, new_status, outcome)
+        .into_iter()
+        .map(crate::reconcile::events::event)
+        .collect();
     if shared_status::worth_writing(&observed.status, new_status, recall.since_status_written) {
         let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
         let name = gw.metadata.name.as_deref().unwrap_or_default();
@@ -373,16 +364,6 @@ async fn rollout(
             };
             Ok((Outcome::ApplyFailed { reasons, failure }, delay))
         }
-    }
-}
-
-fn event(type_: EventType, reason: &str, note: String) -> Event {
-    Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
     }
 }
 

@@ -1,31 +1,16 @@
 //! What a gateway's decision needs from the reflector caches.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::api::{KuraGateway, KuraGatewayStatus};
 use crate::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
 use crate::kind::ChildKind;
 use crate::reconcile::observe::{applied_by, live_child_as, owner};
-use crate::reconcile::plan::{LiveChild, Owner};
+use crate::reconcile::plan::Owner;
 use crate::reconcile::stores::Stores;
 use crate::render::{Desired, ObjectId};
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Observed {
-    pub generation: Option<i64>,
-    /// The status to decide from (the cache's, or a fresher one this process wrote).
-    pub status: KuraGatewayStatus,
-    /// Created by the operator (labelled, and applied by the instances' field
-    /// manager): collected once nothing uses it. Anyone else's is served only.
-    pub managed: bool,
-    /// Live state of every desired and inventoried child; absent = missing.
-    pub children: BTreeMap<ObjectId, LiveChild>,
-    /// Children an earlier release applied under the instances' field
-    /// manager: moved to the gateway's own.
-    pub old_manager: BTreeSet<ObjectId>,
-    /// This process applied these very inputs within `plan::SETTLE`.
-    pub just_applied: bool,
-}
+pub use kura_core::gateway::observed::Observed;
 
 pub fn observe(
     gw: &KuraGateway,

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, GetParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 
 use super::observe::{owned_fields_by, owner};
@@ -133,6 +133,13 @@ pub fn names_to_check(ops: &[ApplyOp]) -> Vec<&ApplyOp> {
 /// goes on as it would without the check. Failing the apply instead made a
 /// throttled fleet retry seven reads and seven writes until all fourteen got
 /// through at once (seen on the real plane under API Priority and Fairness).
+///
+/// The reads are served from the API server's watch cache (`resourceVersion=0`),
+/// which costs it no etcd read (a fleet's first apply reads seven names per
+/// instance). A stale answer is safe in both directions: a name taken a moment
+/// ago and not yet seen is refused by its create-only apply, as with a failed
+/// read; a name seen as someone else's is read again, consistently, before
+/// it is reported, so a name freed a moment ago is not a conflict.
 async fn check_names(
     client: &Client,
     ops: &[ApplyOp],
@@ -140,7 +147,16 @@ async fn check_names(
 ) -> Result<Vec<ApplyOp>, Failure> {
     let reads = names_to_check(ops).into_iter().map(|op| async move {
         let api = dynamic_api(client, &op.id);
-        (op, api.get_metadata_opt(&op.id.name).await)
+        let cached = api
+            .get_metadata_opt_with(&op.id.name, &GetParams::any())
+            .await;
+        let read = match cached {
+            Ok(Some(found)) if judge(op, &found, instance).is_err() => {
+                api.get_metadata_opt(&op.id.name).await
+            }
+            other => other,
+        };
+        (op, read)
     });
     let mut failures = Vec::new();
     let mut existing = BTreeSet::new();

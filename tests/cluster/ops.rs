@@ -7,6 +7,7 @@
 mod config;
 mod conventional;
 mod leader;
+mod lists;
 mod logs;
 mod metrics;
 mod probes;
@@ -58,6 +59,22 @@ fn kubeconfig_for(dir: &Path, server: &str) -> PathBuf {
 
 pub fn scratch_dir(ns: &str) -> PathBuf {
     std::env::temp_dir().join(format!("kura-ops-{ns}"))
+}
+
+/// Creates the instance `acme` (image `registry.example/kura:1.0.0`) and
+/// waits until it is applied; returns its status.
+pub async fn create_acme(
+    instances: &kube::Api<kura_operator::api::KuraInstance>,
+    timeout: Duration,
+) -> kura_operator::api::KuraInstanceStatus {
+    apply_json(
+        instances,
+        "test",
+        crate::operator::instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    wait_applied(instances, "acme", None, timeout).await
 }
 
 /// Waits for an instance's applied revision to equal its desired one and to

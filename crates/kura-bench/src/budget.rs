@@ -37,6 +37,8 @@ const WAVE_ALLOWANCE: Duration = Duration::from_secs(90);
 
 #[derive(Serialize, Default)]
 pub struct Budget {
+    /// Not run (`--skip-budget`): every other field is empty.
+    pub skipped: bool,
     /// `rollout.maxUnavailable` of the configuration written.
     pub max_unavailable: String,
     /// What it allows: 10% of N rounded down, at least one.
@@ -70,6 +72,12 @@ pub async fn run(
     watched: &Watched,
     expected: &[Expected],
 ) -> BenchResult<Budget> {
+    if args.skip_budget {
+        return Ok(Budget {
+            skipped: true,
+            ..Budget::default()
+        });
+    }
     let n = args.instances();
     settle(watched, n, args.phase_timeout()).await?;
     let waves = n.div_ceil(bound(n)) as u32;

@@ -25,7 +25,7 @@ use crate::fleet::{self, Watched, wait_all};
 use crate::proc::secs;
 use crate::proc::{self, Sampler};
 use crate::process::{CONVERGED, Process, settle};
-use crate::report::{Idle, Operator, Phases, ProcessUse, Resources};
+use crate::report::{Idle, Operator, Phases, ProcessUse, Resources, Restart};
 use crate::{Args, BenchResult, audit};
 
 /// The operator process, killed when dropped.
@@ -90,6 +90,7 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
     // After the resources are taken: the budget phase's restarts are no part
     // of the peaks and CPU times that earlier runs recorded.
     drop(sampler);
+    out.restart = restart(args, bench, &mut op).await?;
     out.budget = crate::budget::run(args, bench, &op, &watched, &expected).await?;
     Ok((out, resources))
 }
@@ -118,6 +119,34 @@ async fn create_instances(
 
 /// Two resync periods with nothing changing: every mutating request (audit log)
 /// and every resourceVersion change of the instances and their children.
+/// The operator stopped (SIGTERM, as a rolling update does) and started again
+/// on the converged fleet: the time to its caches synced and to its first
+/// reconcile, its peak RSS (the whole fleet listed at once), then an idle
+/// window of two resync periods, which must write nothing.
+async fn restart(args: &Args, bench: &Bench, op: &mut Process) -> BenchResult<Restart> {
+    eprintln!("kura-bench: restart: the operator stopped and started again");
+    op.stop().await?;
+    let start = Instant::now();
+    *op = Process::spawn(args, bench, &bench.config(2))?;
+    let sampler = Sampler::start(vec![op.pid()]);
+    let limit = args.phase_timeout();
+    op.wait_logged("caches synced", limit).await?;
+    let caches_synced_s = secs(start.elapsed());
+    op.wait_logged(CONVERGED, limit).await?;
+    let first_reconcile_s = secs(start.elapsed());
+    let idle = idle(args, bench, op).await?;
+    let peak_rss_mib = proc::mib(sampler.peak_kib(op.pid()));
+    eprintln!(
+        "kura-bench: restart: caches synced after {caches_synced_s:.2}s, first reconcile after {first_reconcile_s:.2}s, peak RSS {peak_rss_mib:.1} MiB"
+    );
+    Ok(Restart {
+        caches_synced_s,
+        first_reconcile_s,
+        peak_rss_mib,
+        idle,
+    })
+}
+
 async fn idle(args: &Args, bench: &Bench, op: &Process) -> BenchResult<Idle> {
     let ns = &bench.operator_ns;
     // The status writes of the last Ready transitions may still be in flight.

@@ -66,17 +66,39 @@ impl Process {
         Ok(())
     }
 
-    pub async fn wait_running(&mut self) -> BenchResult<()> {
+    /// Stop it as a rolling update does (SIGTERM: it lets go of its Lease) and
+    /// wait until it exited.
+    pub async fn stop(&mut self) -> BenchResult<()> {
+        Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()?;
         let start = Instant::now();
-        while self.log_count("kura-operator running") == 0 {
+        while self.child.try_wait()?.is_none() {
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err("the operator did not exit within 60s of SIGTERM".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    pub async fn wait_running(&mut self) -> BenchResult<()> {
+        self.wait_logged("kura-operator running", Duration::from_secs(60))
+            .await
+    }
+
+    /// Wait until the operator logged a line containing `needle`.
+    pub async fn wait_logged(&mut self, needle: &str, limit: Duration) -> BenchResult<()> {
+        let start = Instant::now();
+        while self.log_count(needle) == 0 {
             if let Some(status) = self.child.try_wait()? {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 return Err(format!("the operator exited ({status}):\n{log}").into());
             }
-            if start.elapsed() > Duration::from_secs(60) {
-                return Err("the operator did not start within 60s".into());
+            if start.elapsed() > limit {
+                return Err(format!("the operator did not log {needle:?} within {limit:?}").into());
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
     }

@@ -48,6 +48,19 @@ async fn kura_bench_runs_every_phase_at_n5() {
     // The instances, their 7 children each, the namespace's default
     // ServiceAccount and root CA ConfigMap were compared while idle.
     assert_eq!(report["operator"]["idle"]["objects_compared"], 5 * 8 + 2);
+    // The restart phase ran: a new process synced its caches, reconciled,
+    // and compared the same objects while idle.
+    let restart = &report["operator"]["restart"];
+    assert!(
+        restart["caches_synced_s"].as_f64().unwrap() > 0.0,
+        "{restart}"
+    );
+    assert!(
+        restart["first_reconcile_s"].as_f64().unwrap()
+            >= restart["caches_synced_s"].as_f64().unwrap(),
+        "{restart}"
+    );
+    assert_eq!(restart["idle"]["objects_compared"], 5 * 8 + 2);
     assert!(
         report["resources"]["operator"]["peak_rss_mib"]
             .as_f64()
@@ -60,7 +73,8 @@ async fn kura_bench_runs_every_phase_at_n5() {
             .unwrap()
             .starts_with('v')
     );
-    assert_eq!(report["goals"].as_array().unwrap().len(), 9);
+    // Nine goals and the one after a restart.
+    assert_eq!(report["goals"].as_array().unwrap().len(), 10);
     // The budget phase: 10% of 5 is below one, so one instance at a time; the
     // peak is what the bench sampled, not what the operator says.
     let budget = &report["operator"]["budget"];

@@ -23,6 +23,7 @@ pub mod compact;
 pub mod config;
 pub mod events;
 pub mod fields;
+pub mod gateway;
 pub mod keys;
 pub mod kind;
 pub mod names;

@@ -32,7 +32,7 @@ use crate::rollout::Admission;
 use crate::validate::ValidationErrors;
 
 pub use self::conflict::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
-pub use crate::retry::{MIN_STALL_WINDOW, RetryPolicy, TRANSIENT_BASE, TRANSIENT_MAX};
+pub use crate::retry::{MIN_STALL_WINDOW, RetryPolicy, TRANSIENT_BASE, TRANSIENT_MAX, Wait};
 pub use crate::time::{later, recorded_time, until};
 
 /// Who an object found under a desired (or inventoried) name belongs to.
@@ -288,14 +288,18 @@ pub fn inputs_key(desired_revision: &str, force_token: Option<&str>) -> String {
     format!("{desired_revision}/{}", force_token.unwrap_or(""))
 }
 
-/// Failures recorded for these inputs: the one count that plan, status and
-/// the requeue all use (a failure of other inputs counts for nothing here).
+/// Failures recorded for these inputs (see [`crate::retry::failures_in`]).
 pub fn failures_for(status: &KuraInstanceStatus, key: &str) -> i64 {
-    status
-        .retry
-        .as_ref()
-        .filter(|r| r.inputs_key == key)
-        .map_or(0, |r| r.failures.max(0))
+    crate::retry::failures_in(status.retry.as_ref(), key)
+}
+
+impl From<Wait> for Plan {
+    fn from(wait: Wait) -> Plan {
+        match wait {
+            Wait::Backoff { at } => Plan::Backoff { at },
+            Wait::Stalled { at } => Plan::Stalled { at },
+        }
+    }
 }
 
 /// Whether `running` is the image `desired` names. A policy that pins a tag to
@@ -348,26 +352,10 @@ pub fn plan(
     if let Some((at, managers)) = conflict::hold(&reasons, observed.status.conflict.as_ref(), now) {
         return Plan::ConflictHold { at, managers };
     }
-    // A failure recorded for these same inputs decides when to try again; new
-    // inputs (a new revision or force token) always try at once.
+    // A failure recorded for these same inputs decides when to try again.
     let key = inputs_key(&desired.revision, observed.force_token.as_deref());
-    let failures = failures_for(&observed.status, &key);
-    if failures > 0
-        && let Some(last) = observed
-            .status
-            .retry
-            .as_ref()
-            .and_then(|r| recorded_time(&r.last_failure_time, now))
-    {
-        let (wait, stalled) = policy.wait_after(failures);
-        let at = later(last, wait);
-        if now < at {
-            return if stalled {
-                Plan::Stalled { at }
-            } else {
-                Plan::Backoff { at }
-            };
-        }
+    if let Some(wait) = policy.wait_for(observed.status.retry.as_ref(), &key, now) {
+        return wait.into();
     }
     let held = match budget_decision(observed, desired) {
         BudgetDecision::Proceed => None,

@@ -3,6 +3,11 @@
 
 use std::time::Duration;
 
+use jiff::Timestamp;
+
+use crate::api::RetryStatus;
+use crate::time::{later, recorded_time};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Failed attempts of the same inputs before the instance is Stalled.
@@ -67,6 +72,49 @@ impl RetryPolicy {
         // Between half and all of it.
         full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
     }
+}
+
+/// What failures recorded for the same inputs say about trying now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Failed recently: try again at `at`.
+    Backoff { at: Timestamp },
+    /// The budget of these inputs is spent: try again at `at`, after the stall window.
+    Stalled { at: Timestamp },
+}
+
+impl RetryPolicy {
+    /// The wait a failure recorded for these same inputs (`key`) imposes at
+    /// `now`, if any. A failure of other inputs (a new revision or force
+    /// token) imposes none: new inputs always try at once. Instances and
+    /// gateways share this one rule.
+    pub fn wait_for(
+        &self,
+        record: Option<&RetryStatus>,
+        key: &str,
+        now: Timestamp,
+    ) -> Option<Wait> {
+        let failures = failures_in(record, key);
+        if failures == 0 {
+            return None;
+        }
+        let last = recorded_time(&record?.last_failure_time, now)?;
+        let (wait, stalled) = self.wait_after(failures);
+        let at = later(last, wait);
+        match (now < at, stalled) {
+            (false, _) => None,
+            (true, true) => Some(Wait::Stalled { at }),
+            (true, false) => Some(Wait::Backoff { at }),
+        }
+    }
+}
+
+/// Failures recorded for these inputs: the one count that plan, status and
+/// the requeue all use (a failure of other inputs counts for nothing here).
+pub fn failures_in(record: Option<&RetryStatus>, key: &str) -> i64 {
+    record
+        .filter(|r| r.inputs_key == key)
+        .map_or(0, |r| r.failures.max(0))
 }
 
 /// First retry of a transient failure; doubling up to [`TRANSIENT_MAX`].

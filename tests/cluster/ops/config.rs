@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::*;
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, config, shared_class};
 use kura_operator::api::KuraInstance;
 
 const INVALID: &str = "kura_config_reloads_total{result=\"invalid\"}";
@@ -56,14 +56,7 @@ async fn an_invalid_config_at_runtime_is_reported_and_the_last_valid_one_stays_i
         ],
     );
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let before = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    let before = create_acme(&instances, Duration::from_secs(90)).await;
     wait_for("/readyz to answer 200", Duration::from_secs(30), || async {
         (op.get("/readyz").await?.0 == 200).then_some(())
     })
@@ -284,14 +277,7 @@ async fn a_config_map_edit_reaches_the_operator_through_the_api() {
     let at = format!("{}/kura-operator-config", ns.name);
     let op = Operator::start_full(&ns.name, &good, &["--config-map", &at], &[]);
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let before = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    let before = create_acme(&instances, Duration::from_secs(90)).await;
 
     // An invalid edit: reported naming the ConfigMap, nothing applied.
     put(good.replace("replicas: 1", "replicas: 0")).await;

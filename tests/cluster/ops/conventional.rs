@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::*;
 use crate::api_proxy::ApiProxy;
-use crate::operator::{Operator, Options, config, instance, sample, shared_class};
+use crate::operator::{Operator, Options, config, sample, shared_class};
 use kura_operator::api::KuraInstance;
 
 const INSTANCE: &str = "{controller=\"kurainstance\"}";
@@ -51,14 +51,7 @@ async fn conventional_families_follow_reconciles_and_show_a_hung_reconcile_and_w
     let lease = "leader_election_master_status{name=\"kura-operator\"}";
     wait_series(&op, lease, "= 1", |v| v == 1.0).await;
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    create_acme(&instances, Duration::from_secs(90)).await;
     // Every reconcile of the operator requeues itself (the resync).
     let requeued =
         "controller_runtime_reconcile_total{controller=\"kurainstance\",result=\"requeue_after\"}";

@@ -192,14 +192,7 @@ async fn a_leader_whose_lease_requests_hang_stops_before_a_standby_takes_over() 
     let b = short_replica(&ns, "b", None);
     wait_role(&b, 0.0, Duration::from_secs(60)).await;
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let before = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    let before = create_acme(&instances, Duration::from_secs(90)).await;
     // Positive control: the proxy sees the leader's applies.
     assert!(
         !proxy

@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::*;
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, config, shared_class};
 use kura_operator::api::KuraInstance;
 
 const APPLIED: &str = "kura_reconciles_total{result=\"applied\"}";
@@ -48,14 +48,7 @@ async fn metrics_count_initial_forced_drift_and_prune() {
     );
 
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let applied = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    let applied = create_acme(&instances, Duration::from_secs(90)).await;
     assert_eq!(wait_metric(&op, &applies("initial"), 1.0).await, 1.0);
     assert!(op.metric(APPLIED).await.unwrap() >= 1.0);
     // Observed when the reconcile returns, just after its status write.

@@ -13,7 +13,7 @@ use kube::api::Api;
 
 use super::*;
 use crate::chart::{Release, chart_dir, helm, kubectl_run};
-use crate::operator::{Operator, instance, shared_class};
+use crate::operator::{Operator, shared_class};
 use kura_operator::api::KuraInstance;
 
 /// `data."config.yaml"` of the release's ConfigMap, as stored in the cluster.
@@ -57,14 +57,7 @@ async fn helm_upgrade_of_a_region_reapplies_its_instances() {
     let op = Operator::start(&ns.name, &before);
 
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let first = wait_applied(&instances, "acme", None, Duration::from_secs(90)).await;
+    let first = create_acme(&instances, Duration::from_secs(90)).await;
     let dedicated = first.gateway.clone().expect("a resolved gateway");
     assert_ne!(
         dedicated.ingress_class_name, shared,

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use super::*;
 use crate::api::{KuraGateway, KuraGatewaySpec, RetryStatus};
 use crate::kind::ChildKind;
-use crate::reconcile::plan::{LiveChild, Owner};
+use crate::plan::{LiveChild, Owner};
 use crate::render::gateway::render_gateway;
 use crate::validate::FieldError;
 
@@ -296,7 +296,7 @@ fn a_rejected_apply_backs_off_then_stalls_and_new_inputs_try_at_once() {
 /// instance's StatefulSet is (issue 22, item 8).
 #[test]
 fn a_contested_field_is_held_once_the_windows_take_backs_are_spent() {
-    use crate::reconcile::plan::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
+    use crate::plan::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
     let d = desired();
     let deployment = id(&d, ChildKind::Deployment);
     let scaled = |take_backs: i64, since: &str| {

@@ -3,7 +3,7 @@
 use jiff::Timestamp;
 
 use super::*;
-use crate::reconcile::apply::Stage;
+use crate::outcome::Stage;
 use crate::render::gateway::render_gateway;
 use crate::validate::FieldError;
 
@@ -68,7 +68,7 @@ fn an_apply_records_revision_and_inventory_and_says_ready() {
     assert!(cond(&s, READY).message.contains("kura-gw.ns.gw-acme"));
     assert_eq!(cond(&s, MANAGED).status, ConditionStatus::True);
     assert_eq!(cond(&s, IN_USE).message, "used by KuraInstance a");
-    let events = events_for(&observed.status, &s, &outcome);
+    let events = notes_for(&observed.status, &s, &outcome);
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].reason, "Applied");
 }
@@ -83,9 +83,7 @@ fn the_same_state_computed_again_writes_nothing() {
         ..Default::default()
     };
     let second = compute_for(&again, &d, &Outcome::Converged, Some("KuraInstance a"));
-    assert!(!crate::reconcile::status::worth_writing(
-        &first, &second, None
-    ));
+    assert!(!crate::status::worth_writing(&first, &second, None));
 }
 
 #[test]
@@ -115,10 +113,10 @@ fn an_invalid_spec_is_reported_once_naming_the_field() {
             .starts_with("spec.ingressClassName: ")
     );
     assert_eq!(cond(&s, READY).status, ConditionStatus::False);
-    let events = events_for(&observed.status, &s, &outcome);
+    let events = notes_for(&observed.status, &s, &outcome);
     assert_eq!(events[0].reason, "InvalidSpec");
     assert!(
-        events_for(&s, &s, &outcome).is_empty(),
+        notes_for(&s, &s, &outcome).is_empty(),
         "not again while unchanged"
     );
 }
@@ -148,7 +146,7 @@ fn a_rejected_apply_counts_against_the_budget_and_a_name_conflict_stalls() {
     let s = compute_for(&Observed::default(), &d, &conflict, Some("i"));
     assert_eq!(cond(&s, STALLED).status, ConditionStatus::True);
     assert_eq!(cond(&s, READY).reason, "NameConflict");
-    let events = events_for(&KuraGatewayStatus::default(), &s, &conflict);
+    let events = notes_for(&KuraGatewayStatus::default(), &s, &conflict);
     assert_eq!(events[0].reason, "NameConflict");
 }
 
@@ -163,9 +161,9 @@ fn a_move_to_the_gateways_field_manager_is_on_record() {
     };
     let observed = Observed::default();
     let s = compute_for(&observed, &d, &outcome, Some("i"));
-    let events = events_for(&observed.status, &s, &outcome);
+    let events = notes_for(&observed.status, &s, &outcome);
     assert!(events.iter().any(|e| e.reason == "FieldManagerMigrated"
-        && e.note.as_deref().unwrap().contains("kura-operator-gateway")));
+        && e.note.contains("kura-operator-gateway")));
 }
 
 /// Each take-back is counted in the window and on record (an Event naming
@@ -196,10 +194,11 @@ fn take_backs_are_counted_named_and_reported() {
             (n, &vec![scale.clone()])
         );
         assert_eq!(record.window_start, now().to_string());
-        let events = events_for(&observed.status, &s, &outcome);
+        let events = notes_for(&observed.status, &s, &outcome);
         assert!(
-            events.iter().any(|e| e.reason == "FieldConflict"
-                && e.note.as_deref().is_some_and(|n| n.contains(&scale))),
+            events
+                .iter()
+                .any(|e| e.reason == "FieldConflict" && e.note.contains(&scale)),
             "a FieldConflict Event naming {scale} after take-back {n}"
         );
         assert_eq!(find(&s.conditions, FIELD_CONFLICT).is_some(), n >= 2);
@@ -216,5 +215,5 @@ fn take_backs_are_counted_named_and_reported() {
     };
     let held = compute_for(&observed, &d, &hold, Some("KuraInstance a"));
     assert_eq!(held, observed.status, "a hold changes nothing");
-    assert!(events_for(&observed.status, &held, &hold).is_empty());
+    assert!(notes_for(&observed.status, &held, &hold).is_empty());
 }

@@ -4,23 +4,21 @@
 //! A gateway the operator created is collected once nothing of its namespace
 //! uses it (the caller confirms that with live reads); anyone else's is served
 //! and never collected. Otherwise the children are repaired exactly as an
-//! instance's are (`reconcile::plan::drift`): a missing child, one carrying
+//! instance's are (`plan::drift`): a missing child, one carrying
 //! another revision, or one whose fields another manager took is sent again,
 //! and only those. A child of the desired name that is not the gateway's is
 //! never written: the gateway reports the name conflict.
 //!
 //! Another writer that keeps taking a field back (an autoscaler, `kubectl
-//! scale`) is handled as for an instance (`reconcile::plan::conflict`): at
+//! scale`) is handled as for an instance (`plan::conflict`): at
 //! most `MAX_TAKE_BACKS` take-backs per `CONFLICT_WINDOW`, then its values
 //! stand until the window ends, and the gateway reports it.
 
 use jiff::Timestamp;
 
-use super::observe::Observed;
+use super::observed::Observed;
 use crate::api::KuraGatewayStatus;
-use crate::reconcile::plan::{
-    ApplyOp, ApplyReason, RetryPolicy, conflict, drift, inputs_key, later, recorded_time,
-};
+use crate::plan::{ApplyOp, ApplyReason, RetryPolicy, Wait, conflict, drift, inputs_key};
 use crate::render::{Desired, ObjectId};
 use crate::validate::ValidationErrors;
 
@@ -110,22 +108,11 @@ pub fn plan(
         return Plan::ConflictHold { at, managers };
     }
     let key = inputs_key(&desired.revision, None);
-    let failures = failures_for(status, &key);
-    if failures > 0
-        && let Some(last) = status
-            .retry
-            .as_ref()
-            .and_then(|r| recorded_time(&r.last_failure_time, now))
-    {
-        let (wait, stalled) = policy.wait_after(failures);
-        let at = later(last, wait);
-        if now < at {
-            return if stalled {
-                Plan::Stalled { at }
-            } else {
-                Plan::Backoff { at }
-            };
-        }
+    if let Some(wait) = policy.wait_for(status.retry.as_ref(), &key, now) {
+        return match wait {
+            Wait::Backoff { at } => Plan::Backoff { at },
+            Wait::Stalled { at } => Plan::Stalled { at },
+        };
     }
     let apply = desired
         .objects
@@ -146,11 +133,7 @@ pub fn plan(
 
 /// Failures recorded for these inputs (a failure of other inputs counts for nothing).
 pub fn failures_for(status: &KuraGatewayStatus, key: &str) -> i64 {
-    status
-        .retry
-        .as_ref()
-        .filter(|r| r.inputs_key == key)
-        .map_or(0, |r| r.failures.max(0))
+    crate::retry::failures_in(status.retry.as_ref(), key)
 }
 
 #[cfg(test)]
