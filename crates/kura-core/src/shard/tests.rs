@@ -62,7 +62,9 @@ fn a_namespace_has_one_shard_and_namespaces_spread() {
 #[test]
 fn namespaces_that_differ_in_a_short_suffix_share_a_shard() {
     let s = Shards::new(4).unwrap();
-    let used: BTreeSet<u32> = (0..64).map(|i| s.of_namespace(&format!("ns-{i}"))).collect();
+    let used: BTreeSet<u32> = (0..64)
+        .map(|i| s.of_namespace(&format!("ns-{i}")))
+        .collect();
     assert_eq!(used.len(), 1);
 }
 
