@@ -41,6 +41,12 @@ pub struct Context {
     pub gateway_memory: Memory<KuraGateway>,
     /// The endpoint check's timeout and slots, shared by every reconcile.
     pub endpoint: crate::endpoint::Checker,
+    /// Which shards this process acts for (all of the one shard while it
+    /// leads, without `--shards`).
+    pub shards: Arc<crate::shards::Gate>,
+    /// Sharded: the reservations the replicas share (a slot of the fleet
+    /// budget, a host); `None` with one shard, where memory serializes them.
+    pub ledgers: Option<crate::shards::ledger::Ledgers>,
 }
 
 impl Context {
@@ -49,6 +55,7 @@ impl Context {
     }
 
     /// Only the leader reconciles: a standby keeps its caches warm and waits.
+    /// Sharded: it holds at least one shard.
     pub fn leading(&self) -> bool {
         self.leader.borrow().leading
     }

@@ -175,6 +175,8 @@ fn spec_or_annotations(instance: &KuraInstance) -> Option<u64> {
 pub struct Streams {
     pub stores: Stores,
     instances: Shared<KuraInstance>,
+    /// The same instances, for the slots freed in other replicas' shards.
+    budget_instances: Shared<KuraInstance>,
     gateways: Shared<KuraGateway>,
     stateful_sets: Shared<StatefulSet>,
     ingresses: Shared<Ingress>,
@@ -248,7 +250,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
         scope.api::<PartialObjectMeta<Deployment>>(),
         scope.managed(),
     );
-    let [instances, gateway_instances] = fan_out(instances);
+    let [instances, gateway_instances, budget_instances] = fan_out(instances);
     let [gateways, gateway_gateways, gateways_touched] = fan_out(gateways);
     let [services, gateway_services] = fan_out(services);
     let [ingress_classes, gateway_classes] = fan_out(ingress_classes);
@@ -277,6 +279,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
             labelled,
         },
         instances,
+        budget_instances,
         gateways,
         stateful_sets,
         ingresses,
@@ -346,7 +349,8 @@ fn error_policy(
 
 /// A standby reconciles nothing (it is reconciled in full when it starts
 /// leading); the leader's reconciles are timed, and cancelled when it stops
-/// leading (`leader::while_leading`).
+/// leading. Sharded: the same per shard, by the instance's namespace
+/// (`shards::Gate::run`).
 async fn reconcile_if_leading(
     instance: Arc<KuraInstance>,
     ctx: Arc<Context>,
@@ -355,18 +359,62 @@ async fn reconcile_if_leading(
         .metrics
         .runtime
         .start(INSTANCE_CONTROLLER, instance.as_ref());
-    if !ctx.leading() {
+    let namespace = instance.metadata.namespace.clone().unwrap_or_default();
+    if !ctx.shards.acts_for(&namespace) {
         return Ok(Action::await_change());
     }
     let _timer = ctx.metrics.reconcile_timer();
     let span = reconcile::span(&instance);
     let work = reconcile::reconcile(instance, ctx.clone(), &span);
-    let result = crate::leader::while_leading(&ctx.leader, work)
+    let result = ctx
+        .shards
+        .run(&namespace, work)
         .await
         .unwrap_or(Ok(Action::await_change()));
     // Its trace is the exemplar of the reconcile histogram.
     in_progress.done(&result, crate::traces::trace_id(&span));
     result
+}
+
+/// Sharded: the waiting instances that may go when an instance of any
+/// shard leaves the budget. Its status write triggers no reconcile (the
+/// instance watch passes spec and annotations only), and the replica that
+/// wrote it wakes only its own next in line; so every replica follows the
+/// admitted records in its cache and wakes the next in line of the fleet
+/// (the instances of other shards' are no-ops here). Unsharded: nothing,
+/// `report::after` wakes them.
+fn freed_elsewhere(
+    instances: Shared<KuraInstance>,
+    ctx: Arc<Context>,
+) -> futures::stream::BoxStream<'static, ObjectRef<KuraInstance>> {
+    if ctx.ledgers.is_none() {
+        return futures::stream::empty().boxed();
+    }
+    let mut admitted = std::collections::HashSet::new();
+    instances
+        .filter_map(move |event| {
+            let left = event.ok().and_then(|i| {
+                let uid = i.metadata.uid.clone()?;
+                let now = i
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.rollout.as_ref())
+                    .is_some_and(|r| r.state == crate::api::RolloutState::Admitted);
+                if now {
+                    admitted.insert(uid);
+                    None
+                } else {
+                    admitted.remove(&uid).then_some(())
+                }
+            });
+            let next = left.map(|()| {
+                let config = ctx.config();
+                reconcile::budget::next_in_line(&ctx, &config, jiff::Timestamp::now())
+            });
+            std::future::ready(next)
+        })
+        .flat_map(futures::stream::iter)
+        .boxed()
 }
 
 /// Every reflector has listed once (what `/readyz` waits for).
@@ -431,6 +479,7 @@ pub fn instance_controller(
         .reconcile_on(q.refs(futures::stream::unfold(wake, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))
         })))
+        .reconcile_on(q.refs(freed_elsewhere(streams.budget_instances, ctx.clone())))
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown);
     let runtime = q.metrics;

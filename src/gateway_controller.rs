@@ -80,17 +80,22 @@ fn gateway_of_class(class: IngressClass) -> Option<ObjectRef<KuraGateway>> {
 
 /// A standby reconciles nothing (every gateway is reconciled when it starts
 /// leading); the leader's reconciles are cancelled when it stops leading.
+/// Sharded: the same per shard, by the gateway's namespace, so a gateway is
+/// collected only by the shard that owns its namespace.
 async fn reconcile_if_leading(
     gw: Arc<KuraGateway>,
     ctx: Arc<Context>,
 ) -> Result<Action, gateway::Error> {
     let in_progress = ctx.metrics.runtime.start(GATEWAY_CONTROLLER, gw.as_ref());
-    if !ctx.leading() {
+    let namespace = gw.metadata.namespace.clone().unwrap_or_default();
+    if !ctx.shards.acts_for(&namespace) {
         return Ok(Action::await_change());
     }
     let span = gateway::span(&gw);
     let work = gateway::reconcile(gw, ctx.clone(), &span);
-    let result = crate::leader::while_leading(&ctx.leader, work)
+    let result = ctx
+        .shards
+        .run(&namespace, work)
         .await
         .unwrap_or(Ok(Action::await_change()));
     in_progress.done(&result, crate::traces::trace_id(&span));

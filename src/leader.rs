@@ -38,6 +38,9 @@ pub struct LeaseSettings {
     /// predecessor's Lease for its own.
     pub identity: String,
     pub duration: Duration,
+    /// Labels of a Lease this process creates (a shard's, a member's: the
+    /// others find them by these); none on the single Lease of one shard.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl LeaseSettings {
@@ -85,6 +88,20 @@ pub async fn campaign(
     state: watch::Sender<LeaderState>,
     release: impl std::future::Future<Output = ()>,
 ) {
+    let (_always, want) = watch::channel(true);
+    campaign_while_wanted(client, settings, state, want, release).await
+}
+
+/// [`campaign`], acquiring the Lease only while `want` says so. When `want`
+/// turns false the Lease is given up at once (a shard handed to another
+/// replica): the caller must have stopped acting for it first.
+pub async fn campaign_while_wanted(
+    client: kube::Client,
+    settings: LeaseSettings,
+    state: watch::Sender<LeaderState>,
+    mut want: watch::Receiver<bool>,
+    release: impl std::future::Future<Output = ()>,
+) {
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     let changes = watcher(
         api.clone(),
@@ -102,6 +119,15 @@ pub async fn campaign(
         }
     };
     loop {
+        candidate.want = *want.borrow_and_update();
+        if !candidate.want && candidate.role().leading {
+            state.send_replace(LeaderState {
+                leading: false,
+                healthy: true,
+            });
+            give_up(&mut candidate).await;
+            candidate.renewed_at = None;
+        }
         let budget = candidate.step_budget();
         tokio::select! {
             _ = &mut release => break,
@@ -121,6 +147,8 @@ pub async fn campaign(
             _ = tokio::time::sleep(withdraw.unwrap_or_default()), if withdraw.is_some() => {
                 announce(candidate.role());
             }
+            // The sender lives as long as the campaign's owner.
+            changed = want.changed() => if changed.is_err() { break },
             // A standby wakes on every change of the Lease: a release is taken at once.
             Some(event) = changes.next(), if !now.leading => {
                 if let Err(e) = event {
@@ -132,18 +160,23 @@ pub async fn campaign(
     let was_leading = state.borrow().leading;
     state.send_replace(LeaderState::default());
     if was_leading {
-        // Bounded: an unreachable apiserver must not hold up the exit.
-        let release = tokio::time::timeout(Duration::from_secs(5), candidate.release());
-        match release
-            .await
-            .unwrap_or_else(|_| Err(kube::Error::Service("timed out".into())))
-        {
-            Ok(()) => {
-                tracing::info!(identity = %settings.identity, lease = %settings.name, "released the lease")
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, lease = %settings.name, "could not release the lease; a standby takes over when it expires")
-            }
+        give_up(&mut candidate).await;
+    }
+}
+
+/// Releases the Lease, bounded: an unreachable apiserver must not hold up
+/// an exit or a handover (a standby then takes it when it expires).
+async fn give_up(candidate: &mut Candidate) {
+    let name = candidate.settings.name.clone();
+    let identity = candidate.settings.identity.clone();
+    let release = tokio::time::timeout(Duration::from_secs(5), candidate.release());
+    match release
+        .await
+        .unwrap_or_else(|_| Err(kube::Error::Service("timed out".into())))
+    {
+        Ok(()) => tracing::info!(identity = %identity, lease = %name, "released the lease"),
+        Err(e) => {
+            tracing::warn!(error = %e, lease = %name, "could not release the lease; a standby takes over when it expires")
         }
     }
 }
@@ -156,6 +189,8 @@ struct Candidate {
     /// When the last successful write as holder was sent.
     renewed_at: Option<Instant>,
     last_ok: Option<Instant>,
+    /// Whether to acquire the Lease when it is free (a holder always renews).
+    want: bool,
 }
 
 impl Candidate {
@@ -166,6 +201,7 @@ impl Candidate {
             observed: None,
             renewed_at: None,
             last_ok: None,
+            want: true,
         }
     }
 
@@ -208,12 +244,14 @@ impl Candidate {
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
             let holding = self.role().leading;
             let seen_change = self.observed.as_ref().map(|(_, at)| at.elapsed());
-            if !may_create(holding, seen_change, self.settings.duration) {
+            if !self.want || !may_create(holding, seen_change, self.settings.duration) {
                 return Ok(None);
             }
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.settings.name.clone()),
+                    labels: (!self.settings.labels.is_empty())
+                        .then(|| self.settings.labels.clone()),
                     ..Default::default()
                 },
                 spec: Some(self.held(None)),
@@ -245,6 +283,8 @@ impl Candidate {
             unchanged_for,
             duration,
         ) {
+            // Handed over, but the release did not get through: let it expire.
+            Move::Renew if !self.want => return Ok(None),
             Move::Renew => LeaseSpec {
                 renew_time: Some(now()),
                 lease_duration_seconds: Some(self.seconds()),
@@ -252,6 +292,7 @@ impl Candidate {
             },
             // Someone else leads; if it was us until now, we lost it.
             Move::Stand => return Ok(None),
+            Move::Acquire if !self.want => return Ok(None),
             Move::Acquire => self.held(Some(&spec)),
         };
         let lease = Lease {
@@ -442,6 +483,7 @@ mod tests {
             name: "kura-operator".into(),
             identity: "me".into(),
             duration: LEASE,
+            labels: Default::default(),
         }
     }
 

@@ -8,7 +8,7 @@
 
 pub use kura_core::{
     api, cached_sts, compact, config, fields, keys, kind, names, render, retry, rollout, rules,
-    status_trust, time, validate, window,
+    shard, status_trust, time, validate, window,
 };
 
 pub mod claims;
@@ -27,5 +27,6 @@ pub mod reconcile;
 pub mod run;
 pub mod runtime_metrics;
 pub mod server;
+pub mod shards;
 pub mod stores;
 pub mod traces;

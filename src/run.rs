@@ -57,6 +57,13 @@ pub struct RunArgs {
     #[arg(long, env = "KURA_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
 
+    /// Split the fleet into this many shards by a hash of the namespace, each
+    /// with its own Lease (`<lease-name>-shard-<i>`), so that several replicas
+    /// share it; 1 (the default) is one Lease of `--lease-name` and one
+    /// replica reconciling everything. More than 1 needs `--leader-elect`.
+    #[arg(long, env = "KURA_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
+
     /// Log format.
     #[arg(long, env = "KURA_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -134,6 +141,15 @@ async fn run(
         )
     })?;
     let config = OperatorConfig::load(&args.config)?;
+    if args.shards > 1 && !args.leader_elect {
+        return Err(format!(
+            "--shards {}: needs --leader-elect (each shard has its own Lease)",
+            args.shards
+        )
+        .into());
+    }
+    let shards = crate::shard::Shards::new(args.shards).unwrap_or(crate::shard::Shards::ONE);
+    let gate = Arc::new(crate::shards::Gate::new(shards));
     // A read may stay silent for as long as a watch does.
     let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
     let metrics = Arc::new(crate::metrics::Metrics::default());
@@ -234,20 +250,25 @@ async fn run(
         gateway_memory: Default::default(),
         // 3 s per check, waiting for a slot included; 32 in flight.
         endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
+        shards: gate.clone(),
+        ledgers: (shards.count() > 1).then(|| {
+            let lease = lease_settings(&args);
+            crate::shards::ledger::Ledgers::new(client.clone(), &lease.namespace, &lease.name)
+        }),
     });
 
     let gateways = crate::gateway_controller::gateway_controller(
         gateway_streams,
         args.namespace.clone(),
         ctx.clone(),
-        started_leading(leader_rx.clone()),
+        gate.acquired(),
         stopped(stop_rx.clone()),
     );
     let stores = streams.stores.clone();
     let instances = controller::instance_controller(
         streams,
         ctx.clone(),
-        futures::stream::select(config_changed, started_leading(leader_rx.clone())),
+        futures::stream::select(config_changed, gate.acquired()),
         wake_rx,
         args.concurrency,
         stopped(stop_rx.clone()),
@@ -279,14 +300,18 @@ async fn run(
             };
             // Campaign only with warm caches: a new leader reconciles at once.
             probes.set_leader(leader_rx.clone());
-            crate::leader::campaign(client, settings, leader_tx, released).await;
+            if shards.count() > 1 {
+                crate::shards::coordinate(client, settings, gate, leader_tx, released).await;
+            } else {
+                crate::leader::campaign(client, settings, leader_tx, released).await;
+            }
         }
     };
     if args.leader_elect {
         probes.metrics.runtime.leader_election(&args.lease_name);
     }
-    let leader_gauge = follow_leader(ctx.leader.clone(), probes.metrics.clone());
-    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, "kura-operator running");
+    let leader_gauge = follow_leader(ctx.clone(), probes.metrics.clone());
+    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, shards = args.shards, "kura-operator running");
     let signal = async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
@@ -305,24 +330,6 @@ async fn run(
     }
     let _ = serving.await;
     Ok(())
-}
-
-/// One tick each time this process starts leading (at once when it leads from
-/// the start): everything a standby let pass is reconciled.
-fn started_leading(
-    rx: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
-) -> impl futures::Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold((rx, false), |(mut rx, mut was)| async move {
-        loop {
-            let now = rx.borrow_and_update().leading;
-            let started = now && !was;
-            was = now;
-            if started {
-                return Some(((), (rx, was)));
-            }
-            rx.changed().await.ok()?;
-        }
-    })
 }
 
 /// Drops the memory of instances and gateways that left the caches (deleted,
@@ -351,13 +358,20 @@ async fn sweep_memory(ctx: std::sync::Arc<crate::context::Context>) {
     }
 }
 
-/// Keeps the leader gauge equal to the role; never returns while the role can change.
+/// Keeps the leader gauge equal to the role, and with one shard the shards
+/// this process acts for (`shards::Gate::follow`); never returns while the
+/// role can change.
 async fn follow_leader(
-    mut rx: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+    ctx: std::sync::Arc<crate::context::Context>,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
 ) {
+    let mut rx = ctx.leader.clone();
     loop {
-        metrics.set_leader(rx.borrow_and_update().leading);
+        let state = *rx.borrow_and_update();
+        if ctx.shards.shards().count() == 1 {
+            ctx.shards.follow(state);
+        }
+        metrics.set_leader(state.leading);
         if rx.changed().await.is_err() {
             return std::future::pending().await;
         }
@@ -374,6 +388,7 @@ fn lease_settings(args: &RunArgs) -> crate::leader::LeaseSettings {
         name: args.lease_name.clone(),
         identity: crate::leader::identity(),
         duration: args.lease_duration,
+        labels: Default::default(),
     }
 }
 

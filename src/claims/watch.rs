@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
 use kura_core::claims::index::Index;
-use kura_core::claims::{Claimant, Conflict, HostInputs, check, hosts};
+use kura_core::claims::{Claimant, Conflict, HostClaim, HostInputs, check, hosts, not_served};
 
 /// Where the instances to reconcile now are sent.
 pub type WakeSender = tokio::sync::mpsc::UnboundedSender<ObjectRef<KuraInstance>>;
@@ -108,11 +108,7 @@ impl Claims {
         let Some(me) = Claimant::of(instance) else {
             return Ok(());
         };
-        let domain = config
-            .regions
-            .get(&instance.spec.region)
-            .map(|r| r.domain.as_str());
-        let wanted = hosts(&HostInputs::from(&instance.spec), domain);
+        let wanted = self.wanted(instance, config);
         let names: Vec<String> = wanted.iter().map(|h| h.host.clone()).collect();
         let mut index = self.index.lock().unwrap();
         index.set_config(config);
@@ -121,6 +117,25 @@ impl Claims {
             index.grant(&me, &names, now);
         }
         Ok(())
+    }
+
+    /// The hosts `instance` asks for and serves by no Ingress of its own yet.
+    pub fn not_served(&self, instance: &KuraInstance, config: &OperatorConfig) -> Vec<HostClaim> {
+        let Some(me) = Claimant::of(instance) else {
+            return Vec::new();
+        };
+        let wanted = self.wanted(instance, config);
+        let names: Vec<String> = wanted.iter().map(|h| h.host.clone()).collect();
+        let standings = self.index.lock().unwrap().standings(&names);
+        not_served(&me, &wanted, &standings)
+    }
+
+    fn wanted(&self, instance: &KuraInstance, config: &OperatorConfig) -> Vec<HostClaim> {
+        let domain = config
+            .regions
+            .get(&instance.spec.region)
+            .map(|r| r.domain.as_str());
+        hosts(&HostInputs::from(&instance.spec), domain)
     }
 
     /// `instance` is invalid: it asks for no host until it is decided again,

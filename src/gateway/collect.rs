@@ -191,7 +191,11 @@ pub async fn sweep(ctx: &Context, namespace: Option<&str>) -> Vec<String> {
         let Some((gw_namespace, gw_name, uid)) = gateway_of(&class) else {
             continue;
         };
-        if live.contains(uid) || namespace.is_some_and(|n| n != gw_namespace) {
+        // Only the shard that owns the gateway's namespace collects for it.
+        if live.contains(uid)
+            || namespace.is_some_and(|n| n != gw_namespace)
+            || !ctx.shards.acts_for(gw_namespace)
+        {
             continue;
         }
         let gateways = Api::<KuraGateway>::namespaced(ctx.client.clone(), gw_namespace);
@@ -212,7 +216,13 @@ pub async fn sweep(ctx: &Context, namespace: Option<&str>) -> Vec<String> {
             }),
             ..DeleteParams::background()
         };
-        match classes.delete(&class_name, &params).await {
+        let delete = ctx
+            .shards
+            .run(gw_namespace, classes.delete(&class_name, &params));
+        let Some(result) = delete.await else {
+            continue;
+        };
+        match result {
             Ok(_) => {
                 tracing::info!(class = %class_name, namespace = %gw_namespace, gateway = %gw_name, "deleted the IngressClass of a deleted gateway");
                 deleted.push(class_name);

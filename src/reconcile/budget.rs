@@ -213,6 +213,43 @@ pub fn take_slot(
     )
 }
 
+/// [`take_slot`] across replicas (sharded): the pending admissions are the
+/// shared ledger's, and the admission is an entry written there with the
+/// resourceVersion read, so two replicas never take one slot (see
+/// `shard::ledger`). Memory is not needed: the ledger serializes this
+/// process's reconciles too.
+pub async fn take_shared_slot(
+    instance: &KuraInstance,
+    observed: &Observed,
+    stores: &crate::stores::Stores,
+    ledger: &crate::shards::ledger::Ledger,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Result<Admission, kube::Error> {
+    let all = stores.instances.state();
+    let uid = instance.metadata.uid.clone().unwrap_or_default();
+    let key = order_key(instance, config);
+    ledger
+        .reserve(now, |entries| {
+            let pending: Vec<OrderKey> = entries
+                .iter()
+                .filter(|e| e.uid != uid && !shown_admitted(&all, &e.uid))
+                .filter_map(crate::shard::ledger::order_key)
+                .collect();
+            let admission = decide(instance, observed, stores, &all, &pending, config, now);
+            let entry = crate::shard::ledger::Entry {
+                key: format!("{}/{}", key.namespace, key.name),
+                uid: uid.clone(),
+                owner: None,
+                at: now.to_string(),
+                canary: !key.not_canary,
+            };
+            let counted = admission == (Admission::Admit { counted: true });
+            (admission, if counted { vec![entry] } else { Vec::new() })
+        })
+        .await
+}
+
 fn decide(
     instance: &KuraInstance,
     observed: &Observed,
@@ -252,6 +289,21 @@ fn still_waiting(all: &[Arc<KuraInstance>], uid: &str) -> bool {
     })
 }
 
+/// The cache shows the instance of `uid` admitted: the fleet counts it from
+/// there. Anything else (waiting, not even queued yet in this replica's
+/// cache, or done and cleared) leaves a ledger entry counting, so a replica
+/// whose cache lags behind another's admission still counts it; one that
+/// finished early holds its slot until its entry ends (`ledger::TTL`).
+fn shown_admitted(all: &[Arc<KuraInstance>], uid: &str) -> bool {
+    all.iter().any(|i| {
+        i.metadata.uid.as_deref() == Some(uid)
+            && i.status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .is_some_and(|r| r.state == crate::api::RolloutState::Admitted)
+    })
+}
+
 /// The decision for `instance` (with the status this reconcile decides from).
 pub fn admission(
     instance: &KuraInstance,
@@ -276,13 +328,24 @@ pub fn admission(
 /// the budget (a slot is free). The fallback is each waiting instance's own
 /// requeue.
 pub fn wake_next(ctx: &crate::context::Context, config: &OperatorConfig, now: Timestamp) {
+    for target in next_in_line(ctx, config, now) {
+        let _ = ctx.wake.send(target);
+    }
+}
+
+/// The waiting instances that may go now, from the caches.
+pub fn next_in_line(
+    ctx: &crate::context::Context,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Vec<kube::runtime::reflector::ObjectRef<KuraInstance>> {
     let instances = ctx.stores.instances.state();
     let serving = |i: &KuraInstance| ctx.stores.serving(i);
     let fleet = fleet(&instances, config, &serving, now);
-    for key in rollout::next_in_line(&fleet, &config.rollout.max_unavailable) {
-        let target = kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace);
-        let _ = ctx.wake.send(target);
-    }
+    rollout::next_in_line(&fleet, &config.rollout.max_unavailable)
+        .into_iter()
+        .map(|key| kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+        .collect()
 }
 
 #[cfg(test)]

@@ -70,7 +70,23 @@ pub async fn execute(
         Plan::Converged => (Outcome::Converged, ctx.resync),
         Plan::Settling => (Outcome::Converged, super::plan::SETTLE),
         Plan::Admit => {
-            match budget::take_slot(instance, observed, &ctx.stores, &ctx.memory, config, now) {
+            let admission = match &ctx.ledgers {
+                None => {
+                    budget::take_slot(instance, observed, &ctx.stores, &ctx.memory, config, now)
+                }
+                Some(ledgers) => {
+                    let slot = budget::take_shared_slot(
+                        instance,
+                        observed,
+                        &ctx.stores,
+                        &ledgers.budget,
+                        config,
+                        now,
+                    );
+                    slot.await.map_err(Error::Ledger)?
+                }
+            };
+            match admission {
                 // Recorded first, applied on the pass that follows at once.
                 Admission::Admit { .. } => (Outcome::Admitted, ADMITTED_RECHECK),
                 // Another reconcile took the slot since the decision.
@@ -112,6 +128,11 @@ async fn take_hosts_and_apply(
     if let Err(conflict) = ctx.stores.claims.claim(instance, config, now) {
         return Ok(host_conflict(ctx, conflict, now));
     }
+    if let Some(ledgers) = &ctx.ledgers
+        && let Some(conflict) = reserve_hosts(ctx, &ledgers.hosts, instance, config, now).await?
+    {
+        return Ok(host_conflict(ctx, conflict, now));
+    }
     rollout::rollout(
         ctx,
         instance,
@@ -121,6 +142,44 @@ async fn take_hosts_and_apply(
         now,
     )
     .await
+}
+
+/// Sharded: the hosts this instance serves by no Ingress yet are reserved
+/// in the shared ledger before its apply, since the replica of another shard
+/// cannot see this process's grant; one another instance reserved first is a
+/// host conflict until that entry ends.
+async fn reserve_hosts(
+    ctx: &Context,
+    ledger: &crate::shards::ledger::Ledger,
+    instance: &KuraInstance,
+    config: &OperatorConfig,
+    now: Timestamp,
+) -> Result<Option<Conflict>, Error> {
+    let fresh = ctx.stores.claims.not_served(instance, config);
+    let uid = instance.metadata.uid.clone().unwrap_or_default();
+    if fresh.is_empty() || uid.is_empty() {
+        return Ok(None);
+    }
+    let owner = format!(
+        "{}/{}",
+        instance.metadata.namespace.as_deref().unwrap_or_default(),
+        instance.metadata.name.as_deref().unwrap_or_default()
+    );
+    let reserve = ledger.reserve(now, |entries| {
+        use crate::shard::ledger::{Entry, TTL, host_conflict};
+        if let Some(conflict) = host_conflict(&fresh, entries, &uid, TTL) {
+            return (Some(conflict), Vec::new());
+        }
+        let mine = fresh.iter().map(|claim| Entry {
+            key: claim.host.clone(),
+            uid: uid.clone(),
+            owner: Some(owner.clone()),
+            at: now.to_string(),
+            canary: false,
+        });
+        (None, mine.collect())
+    });
+    reserve.await.map_err(Error::Ledger)
 }
 
 fn host_conflict(ctx: &Context, conflict: Conflict, now: Timestamp) -> (Outcome, Duration) {

@@ -56,6 +56,10 @@ pub enum Error {
     },
     #[error("the instance has no namespace or name")]
     Unnamed,
+    /// The shared ledger of a sharded fleet (a budget slot, a host) could
+    /// not be read or written: nothing was reserved; retried.
+    #[error("reserving in the shared ledger: {0}")]
+    Ledger(#[source] kube::Error),
 }
 
 impl Error {
@@ -68,6 +72,7 @@ impl Error {
             },
             Error::Status { .. } => "status",
             Error::Unnamed => "unnamed",
+            Error::Ledger(_) => "ledger",
         }
     }
 
@@ -76,7 +81,7 @@ impl Error {
     pub fn failures(&self) -> u32 {
         match self {
             Error::Transient { failures, .. } | Error::Status { failures, .. } => *failures,
-            Error::Unnamed => 1,
+            Error::Unnamed | Error::Ledger(_) => 1,
         }
     }
 }
@@ -147,7 +152,7 @@ pub async fn reconcile(
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);
         pass.write(&new_status, &outcome).await?;
-        pass.after(&new_status, &outcome);
+        pass.after(&new_status, &outcome).await;
         Ok(Action::requeue(match activation {
             Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
             _ => requeue,

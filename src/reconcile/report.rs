@@ -76,7 +76,7 @@ impl Pass<'_> {
     pub fn status(&self, outcome: &Outcome, activation: Option<&Activation>) -> KuraInstanceStatus {
         let decision = self.decision;
         let observed = &decision.observed;
-        status::compute(&StatusInputs {
+        let mut status = status::compute(&StatusInputs {
             observed,
             desired: decision.desired(),
             gateway: decision.gateway(),
@@ -97,7 +97,15 @@ impl Pass<'_> {
             pause: self.instance.spec.pause.as_ref(),
             policy: &self.ctx.policy,
             now: self.now,
-        })
+        });
+        let namespace = self
+            .instance
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default();
+        status.shard = self.ctx.shards.label(namespace);
+        status
     }
 
     /// Writes the status when it is worth a write, then publishes the Events
@@ -154,9 +162,18 @@ impl Pass<'_> {
     }
 
     /// What the pass leaves for others: a slot of the budget it freed wakes
-    /// the next in line; a pass that got through ends the transient streak.
-    pub fn after(&self, new: &KuraInstanceStatus, outcome: &Outcome) {
+    /// the next in line (sharded: its entry in the shared ledger ends too, so
+    /// the slot is free for every replica now, not when the entry expires); a
+    /// pass that got through ends the transient streak.
+    pub async fn after(&self, new: &KuraInstanceStatus, outcome: &Outcome) {
         if left_the_budget(&self.decision.observed.status, new) {
+            if let (Some(ledgers), Some(uid)) = (&self.ctx.ledgers, &self.instance.metadata.uid) {
+                let key = budget::order_key(self.instance, self.config);
+                let key = format!("{}/{}", key.namespace, key.name);
+                if let Err(e) = ledgers.budget.remove(&key, uid).await {
+                    tracing::warn!(error = %e, "could not end the admission in the shared ledger; it ends by itself within a minute");
+                }
+            }
             budget::wake_next(self.ctx, self.config, self.now);
         }
         if !outcome.failure().is_some_and(Failure::is_transient) {

@@ -48,6 +48,7 @@ mod readme;
 mod recovery;
 mod restart;
 mod retry_count;
+mod shards;
 mod stale_address;
 mod stall;
 mod status_memory;

@@ -52,7 +52,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Leader election: asked for, or needed because several replicas would otherwise all reconcile. */}}
 {{- define "kura-operator.leaderElect" -}}
-{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) (gt (int .Values.shards) 1) }}true{{ end }}
 {{- end }}
 
 {{/* OTEL_RESOURCE_ATTRIBUTES from a map: key=value pairs, comma-separated, sorted. */}}

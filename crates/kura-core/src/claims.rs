@@ -286,6 +286,24 @@ impl fmt::Display for Conflict {
     }
 }
 
+/// The hosts of `hosts` that `me` does not serve by an Ingress of its own
+/// yet (a grant of this process is no Ingress): what a sharded fleet reserves
+/// in its shared ledger before it applies, since another replica's caches
+/// cannot show this process's grant.
+pub fn not_served(me: &Claimant, hosts: &[HostClaim], standings: &[Standing]) -> Vec<HostClaim> {
+    hosts
+        .iter()
+        .filter(|claim| {
+            !standings.iter().any(|s| {
+                s.host == claim.host
+                    && s.claimant.uid == me.uid
+                    && matches!(s.hold, Hold::Serves { granted: false, .. })
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 /// Whether `me` holds every one of `hosts` at `now`, given every instance's
 /// standing on them (`me`'s own say whether it holds a host already).
 pub fn check(

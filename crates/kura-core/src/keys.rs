@@ -68,3 +68,8 @@ pub const CACHE_PORT: i32 = 8080;
 /// The key of the operator configuration in the chart's ConfigMap
 /// (charts/kura-operator/templates/configmap.yaml).
 pub const CONFIG_MAP_KEY: &str = "config.yaml";
+
+/// On the Leases of a sharded fleet (one per shard, one per replica): the
+/// name of the fleet's base Lease (`--lease-name`), so that every replica
+/// watches exactly these.
+pub const LABEL_SHARDS_OF: &str = "kura.dev/shards-of";

@@ -8,6 +8,8 @@
 //! - rendering: `render` (canonical manifests, hashes, the revision)
 //! - decisions: `plan` (an instance's state machine), `rollout` (the fleet
 //!   budget's rules), `claims` (who holds a host), `status_trust`
+//! - sharing a fleet between replicas: `shard` (the shard of a namespace,
+//!   which shards a replica holds, the ledger of reservations)
 //! - arithmetic: `time`, `retry`, `window` (maintenance windows, deadlines,
 //!   pauses that end)
 //! - what the caches keep of an object: `compact`, `fields`, `cached_sts`
@@ -33,6 +35,7 @@ pub mod render;
 pub mod retry;
 pub mod rollout;
 pub mod rules;
+pub mod shard;
 pub mod status;
 pub mod status_trust;
 pub mod storage;

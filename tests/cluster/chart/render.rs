@@ -76,6 +76,49 @@ fn deployment_args_are_run_flags_from_values() {
     assert_eq!(args.lease_namespace.as_deref(), Some("ops"));
 }
 
+/// `shards` reaches `--shards` with leader election, the Recreate strategy
+/// (old and new pods never run with different counts), and the Leases and
+/// ledgers it needs in the release namespace; one shard renders none of it.
+#[test]
+fn shards_render_the_flag_the_strategy_and_their_rbac() {
+    let objects = template("rel", "ops", &["--set", "shards=4,replicas=2"]);
+    let args = run_args(&objects);
+    assert_eq!(args.shards, 4);
+    assert!(args.leader_elect);
+    let deployment = &of_kind(&objects, "Deployment")[0];
+    assert_eq!(
+        deployment["spec"]["strategy"]["type"].as_str(),
+        Some("Recreate")
+    );
+    let rules = |objects: &[Value]| {
+        let election = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "Role" && o["metadata"]["name"] == "rel-kura-operator-leader-election"
+            })
+            .expect("the leader-election Role");
+        serde_yaml::to_string(&election["rules"]).unwrap()
+    };
+    let text = rules(&objects);
+    assert!(
+        text.contains("kura-operator-budget") && text.contains("kura-operator-hosts"),
+        "the two ledgers, by name: {text}"
+    );
+    assert!(
+        text.contains("delete"),
+        "stale membership Leases are deleted: {text}"
+    );
+
+    let one = template("rel", "ops", &["--set", "replicas=2"]);
+    assert_eq!(run_args(&one).shards, 1);
+    assert!(of_kind(&one, "Deployment")[0]["spec"]["strategy"].is_null());
+    let text = rules(&one);
+    assert!(
+        !text.contains("budget") && !text.contains("delete"),
+        "one shard: {text}"
+    );
+}
+
 #[test]
 fn deployment_probes_config_mount_and_security_context() {
     let objects = template("rel", "ops", &[]);

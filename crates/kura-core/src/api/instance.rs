@@ -54,6 +54,7 @@ pub const MAX_ALIASES: usize = 8;
     printcolumn(name = "Applied", type_ = "string", json_path = ".status.appliedRevisionShort"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.gateway.ingressClassName"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Shard", type_ = "string", json_path = ".status.shard"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("self.metadata.name.size() <= 40").message("metadata.name: must be at most 40 characters (children append suffixes)"),
     validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name: must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it names the instance's Service"),
@@ -341,6 +342,10 @@ pub struct KuraInstanceStatus {
     /// with another one makes the next revision the user's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_spec_hash: Option<String>,
+    /// The shard that reconciled the instance last, `i/N` (the operator's
+    /// `--shards`; absent with one shard). A report: nothing reads it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 /// Where a new desired revision comes from.

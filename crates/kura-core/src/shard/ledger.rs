@@ -1,0 +1,121 @@
+//! A ledger shared by the replicas of a sharded fleet: what one replica has
+//! just reserved (a slot of the fleet budget, a host) that the others' caches
+//! may not show yet. In one process the memory record covers that moment;
+//! across replicas it is an object in the cluster, written only with the
+//! resourceVersion that was read, so of two replicas reserving at the same
+//! moment one is refused (409), reads again and decides again. An entry lasts
+//! `ttl`, long enough for every cache to show what it reserved (the admission
+//! record, the Ingress); after that the cluster is the record.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// The data key of the ledger's ConfigMap.
+pub const DATA_KEY: &str = "entries";
+
+/// How long an entry counts: the memory record's bound for an admission the
+/// cache does not show yet.
+pub const TTL: Duration = Duration::from_secs(60);
+
+/// One reservation: `key` (an instance's `namespace/name`, or a host) for the
+/// instance of `uid`, made at `at`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub key: String,
+    pub uid: String,
+    /// The instance's `namespace/name`, for a host's entry (the budget's
+    /// key is the instance already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// RFC 3339, as the status records keep time.
+    pub at: String,
+    /// For an admission: a canary goes first in the budget's order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub canary: bool,
+}
+
+/// The entries of a ledger's text. Text nobody can read (written by hand)
+/// holds nothing: the ledger only ever narrows what a replica would do alone,
+/// and the next write replaces it.
+pub fn parse(text: Option<&str>) -> Vec<Entry> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+pub fn render(entries: &[Entry]) -> String {
+    serde_json::to_string(entries).unwrap_or_else(|_| "[]".into())
+}
+
+/// The entries that still count at `now`: younger than `ttl`. One dated
+/// more than `ttl` ahead (another node's clock, or a hand) counts for nothing,
+/// so no entry can count for longer than a clock's skew plus `ttl`.
+pub fn live(entries: Vec<Entry>, now: Timestamp, ttl: Duration) -> Vec<Entry> {
+    let ttl = jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX);
+    entries
+        .into_iter()
+        .filter(|e| {
+            e.at.parse::<Timestamp>()
+                .is_ok_and(|at| now.duration_since(at).abs() < ttl)
+        })
+        .collect()
+}
+
+/// `entries` with `entry` in place of any other of its key.
+pub fn with(mut entries: Vec<Entry>, entry: Entry) -> Vec<Entry> {
+    entries.retain(|e| e.key != entry.key);
+    entries.push(entry);
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    entries
+}
+
+/// Who else holds `key` in the ledger: an entry for another instance.
+pub fn held_by_another<'a>(entries: &'a [Entry], key: &str, uid: &str) -> Option<&'a Entry> {
+    entries.iter().find(|e| e.key == key && e.uid != uid)
+}
+
+/// The hosts of `wanted` that other instances' entries hold, as the claims'
+/// conflict: each asked again for when its entry ends (by then the holder's
+/// Ingress is in every cache, or it never came and the host is free).
+pub fn host_conflict(
+    wanted: &[crate::claims::HostClaim],
+    entries: &[Entry],
+    uid: &str,
+    ttl: Duration,
+) -> Option<crate::claims::Conflict> {
+    let lost: Vec<crate::claims::Lost> = wanted
+        .iter()
+        .filter_map(|claim| {
+            let held = held_by_another(entries, &claim.host, uid)?;
+            let owner = held.owner.as_deref().unwrap_or_default();
+            let (namespace, name) = owner.split_once('/').unwrap_or(("", owner));
+            let at = held.at.parse::<Timestamp>().ok()?;
+            Some(crate::claims::Lost {
+                field: claim.field.clone(),
+                host: claim.host.clone(),
+                holder: crate::claims::Claimant {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    uid: held.uid.clone(),
+                    created: None,
+                },
+                holder_serves: false,
+                also_served_here: false,
+                reserved_until: Some(crate::time::later(at, ttl)),
+            })
+        })
+        .collect();
+    (!lost.is_empty()).then_some(crate::claims::Conflict(lost))
+}
+
+/// The budget's order key of an admission entry (`namespace/name`).
+pub fn order_key(entry: &Entry) -> Option<crate::rollout::OrderKey> {
+    let (namespace, name) = entry.key.split_once('/')?;
+    Some(crate::rollout::OrderKey {
+        not_canary: !entry.canary,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    })
+}

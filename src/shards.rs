@@ -1,0 +1,191 @@
+//! Shards across replicas (issue 24.4): which shards this process acts for,
+//! and the Leases that decide it.
+//!
+//! With one shard (the default) nothing here campaigns: the single Lease of
+//! `leader.rs` decides, and this process acts for shard 0 exactly while it
+//! leads ([`Gate::follow`]), as before shards existed.
+//!
+//! With `N` shards every replica runs, beside its caches:
+//! - a **membership Lease** of its own (`<lease>-member-<identity>`), renewed
+//!   like any Lease: how the others learn it is live;
+//! - one **campaign per shard** on `<lease>-shard-<i>` (`leader.rs`'s, so the
+//!   same fencing: deadline-bounded renewals, a holder stops acting at two
+//!   thirds of the duration, a standby takes over only after the whole
+//!   duration by its own clock);
+//! - a **planner** that watches these Leases (by `kura.dev/shards-of`) and
+//!   wants the shards `shard::plan` gives it: its fair share, so a joining
+//!   replica gets shards from the others and a dead one's shards go to the
+//!   survivors once its Leases expire.
+//!
+//! A shard is handed over gracefully: the holder stops starting reconciles
+//! for it, waits for those in flight (at most the lease duration, then drops
+//! them), and only then releases its Lease. Two replicas therefore never act
+//! for one shard at the same time.
+
+mod follow;
+pub mod ledger;
+mod view;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use futures::Stream;
+use tokio::sync::{Notify, watch};
+
+use crate::leader::LeaderState;
+use crate::shard::Shards;
+
+pub use follow::coordinate;
+
+/// Which shards this process acts for, and the work in flight per shard.
+pub struct Gate {
+    shards: Shards,
+    /// Shards a reconcile may start in: held, and not being handed over.
+    acting: watch::Sender<BTreeSet<u32>>,
+    /// Shards whose Lease this process holds: work in flight for a shard is
+    /// dropped the moment the shard leaves this set.
+    holding: watch::Sender<BTreeSet<u32>>,
+    busy: Mutex<BTreeMap<u32, usize>>,
+    idle: Notify,
+}
+
+impl Gate {
+    pub fn new(shards: Shards) -> Gate {
+        Gate {
+            shards,
+            acting: watch::channel(BTreeSet::new()).0,
+            holding: watch::channel(BTreeSet::new()).0,
+            busy: Mutex::default(),
+            idle: Notify::new(),
+        }
+    }
+
+    pub fn shards(&self) -> Shards {
+        self.shards
+    }
+
+    pub fn shard_of(&self, namespace: &str) -> u32 {
+        self.shards.of_namespace(namespace)
+    }
+
+    /// What `status.shard` says of an object in `namespace`: `i/N`; nothing
+    /// with one shard, so that an unsharded fleet writes what it wrote before.
+    pub fn label(&self, namespace: &str) -> Option<String> {
+        (self.shards.count() > 1)
+            .then(|| format!("{}/{}", self.shard_of(namespace), self.shards.count()))
+    }
+
+    /// Whether this process acts for the shard of `namespace` now.
+    pub fn acts_for(&self, namespace: &str) -> bool {
+        self.acting.borrow().contains(&self.shard_of(namespace))
+    }
+
+    /// The shards this process acts for now.
+    pub fn acting(&self) -> BTreeSet<u32> {
+        self.acting.borrow().clone()
+    }
+
+    /// Runs `work` for an object of `namespace` only if this process acts
+    /// for its shard: `None`, without polling it, when it does not, and
+    /// `None` as soon as the shard's Lease is lost, dropping `work` at its
+    /// current await point (`leader::while_leading`, per shard). A handover
+    /// waits for it to finish.
+    pub async fn run<T>(
+        &self,
+        namespace: &str,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        let shard = self.shard_of(namespace);
+        if !self.acting.borrow().contains(&shard) {
+            return None;
+        }
+        let _busy = self.enter(shard);
+        let mut holding = self.holding.subscribe();
+        let lost = async move {
+            if holding.wait_for(|h| !h.contains(&shard)).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = lost => None,
+            out = work => Some(out),
+        }
+    }
+
+    /// One shard: acts for it exactly while leading on the single Lease.
+    pub fn follow(&self, state: LeaderState) {
+        let set: BTreeSet<u32> = if state.leading {
+            [0].into()
+        } else {
+            BTreeSet::new()
+        };
+        // Holding first: work is dropped before anything else can start.
+        self.holding.send_replace(set.clone());
+        self.acting.send_replace(set);
+    }
+
+    fn set(&self, which: &watch::Sender<BTreeSet<u32>>, shard: u32, on: bool) {
+        which.send_if_modified(|s| {
+            if on {
+                s.insert(shard)
+            } else {
+                s.remove(&shard)
+            }
+        });
+    }
+
+    /// One tick each time this process starts acting for a shard it did not
+    /// act for (at once if it acts for one already): what its predecessor
+    /// let pass is reconciled.
+    pub fn acquired(&self) -> impl Stream<Item = ()> + Send + 'static {
+        let rx = self.acting.subscribe();
+        futures::stream::unfold((rx, BTreeSet::new()), |(mut rx, mut was)| async move {
+            loop {
+                let now = rx.borrow_and_update().clone();
+                let gained = now.difference(&was).next().is_some();
+                was = now;
+                if gained {
+                    return Some(((), (rx, was)));
+                }
+                rx.changed().await.ok()?;
+            }
+        })
+    }
+
+    fn enter(&self, shard: u32) -> Busy<'_> {
+        *self.busy.lock().unwrap().entry(shard).or_default() += 1;
+        Busy { gate: self, shard }
+    }
+
+    /// Returns once no work for `shard` is in flight.
+    async fn drained(&self, shard: u32) {
+        loop {
+            let idle = self.idle.notified();
+            if self.busy.lock().unwrap().get(&shard).copied().unwrap_or(0) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+/// Work in flight for a shard, counted until dropped.
+struct Busy<'a> {
+    gate: &'a Gate,
+    shard: u32,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let mut busy = self.gate.busy.lock().unwrap();
+        if let Some(n) = busy.get_mut(&self.shard) {
+            *n = n.saturating_sub(1);
+        }
+        drop(busy);
+        self.gate.idle.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests;

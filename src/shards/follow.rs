@@ -1,0 +1,219 @@
+//! The campaigns of a sharded fleet: this replica's membership Lease, one
+//! campaign per shard, the planner that says which shards to want, and the
+//! follower of each shard that keeps the [`Gate`] in step with its Lease.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use tokio::sync::watch;
+
+use super::Gate;
+use super::view::{Names, Seen, view_of};
+use crate::keys::LABEL_SHARDS_OF;
+use crate::leader::{self, LeaderState, LeaseSettings};
+
+/// Campaigns for this replica's shards until `release` resolves, keeping
+/// `gate` in step and `leader` saying whether it holds any shard (the
+/// leader gauge, `/readyz`); then gives every Lease up and deletes its
+/// membership. Call `release` only after the controllers have stopped.
+pub async fn coordinate(
+    client: kube::Client,
+    base: LeaseSettings,
+    gate: Arc<Gate>,
+    leader: watch::Sender<LeaderState>,
+    release: impl std::future::Future<Output = ()>,
+) {
+    let names = Names {
+        base: base.name.clone(),
+    };
+    let n = gate.shards().count();
+    let labels: std::collections::BTreeMap<String, String> =
+        [(LABEL_SHARDS_OF.to_string(), base.name.clone())].into();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let member = LeaseSettings {
+        name: names.member(&base.identity),
+        labels: labels.clone(),
+        ..base.clone()
+    };
+    let (member_state, membership) = watch::channel(LeaderState::default());
+    let mut campaigns =
+        vec![leader::campaign(client.clone(), member.clone(), member_state, stopped()).boxed()];
+    let mut intents = Vec::new();
+    let mut followers = Vec::new();
+    let mut states = Vec::new();
+    for i in 0..n {
+        let (intent_tx, intent_rx) = watch::channel(false);
+        let (want_tx, want_rx) = watch::channel(false);
+        let (state_tx, state_rx) = watch::channel(LeaderState::default());
+        let settings = LeaseSettings {
+            name: names.shard(i),
+            labels: labels.clone(),
+            ..base.clone()
+        };
+        let campaign =
+            leader::campaign_while_wanted(client.clone(), settings, state_tx, want_rx, stopped());
+        campaigns.push(campaign.boxed());
+        followers.push(
+            follow_shard(
+                i,
+                gate.clone(),
+                intent_rx,
+                state_rx.clone(),
+                want_tx,
+                base.duration,
+            )
+            .boxed(),
+        );
+        intents.push(intent_tx);
+        states.push(state_rx);
+    }
+    let api: Api<Lease> = Api::namespaced(client, &base.namespace);
+    let planner = plan_loop(
+        api.clone(),
+        &names,
+        &base,
+        intents,
+        states,
+        membership,
+        leader,
+    );
+    tokio::pin!(release);
+    // The campaigns run until told to stop, then give their Leases up.
+    let mut campaigns = std::pin::pin!(futures::future::join_all(campaigns));
+    let mut ended = false;
+    tokio::select! {
+        _ = &mut release => {}
+        _ = futures::future::join_all(followers) => {}
+        _ = planner => {}
+        _ = &mut campaigns => ended = true,
+    }
+    gate.holding.send_replace(Default::default());
+    gate.acting.send_replace(Default::default());
+    let _ = stop_tx.send(true);
+    if !ended {
+        campaigns.await;
+    }
+    let params = DeleteParams::default();
+    let gone = api.delete(&member.name, &params);
+    if let Err(e) = tokio::time::timeout(Duration::from_secs(5), gone)
+        .await
+        .unwrap_or_else(|_| Err(kube::Error::Service("timed out".into())))
+    {
+        tracing::warn!(error = %e, lease = %member.name, "could not delete the membership lease; the others delete it once stale");
+    }
+}
+
+/// Watches the fleet's Leases and sets each shard's intent from
+/// `shard::plan`; publishes whether this replica holds any shard.
+async fn plan_loop(
+    api: Api<Lease>,
+    names: &Names,
+    base: &LeaseSettings,
+    intents: Vec<watch::Sender<bool>>,
+    mut states: Vec<watch::Receiver<LeaderState>>,
+    membership: watch::Receiver<LeaderState>,
+    leader: watch::Sender<LeaderState>,
+) {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().labels(&format!("{LABEL_SHARDS_OF}={}", names.base));
+    let mut events = std::pin::pin!(
+        reflector::reflector(writer, watcher(api.clone(), config).default_backoff())
+            .touched_objects()
+    );
+    let mut seen = Seen::default();
+    let mut planned = None;
+    // Plan only from a listed view: an empty one would want every shard.
+    tokio::select! {
+        _ = store.wait_until_ready() => {}
+        _ = events.by_ref().for_each(|_| std::future::ready(())) => return,
+    }
+    loop {
+        let (view, stale) = view_of(
+            &store.state(),
+            &mut seen,
+            names,
+            intents.len() as u32,
+            &base.identity,
+            base.duration,
+            Instant::now(),
+        );
+        let wanted = crate::shard::plan(&view, &base.identity);
+        if planned.as_ref() != Some(&wanted) {
+            tracing::info!(identity = %base.identity, members = ?view.members, wanted = ?wanted, "shards planned");
+            planned = Some(wanted.clone());
+        }
+        for (i, intent) in intents.iter().enumerate() {
+            intent.send_if_modified(|w| {
+                std::mem::replace(w, wanted.contains(&(i as u32))) != wanted.contains(&(i as u32))
+            });
+        }
+        for name in stale {
+            let _ = api.delete(&name, &DeleteParams::default()).await;
+        }
+        let holds = states.iter().any(|s| s.borrow().leading);
+        // Healthy while this replica can renew its membership (`/readyz`).
+        let healthy = membership.borrow().healthy;
+        leader.send_if_modified(|s| {
+            let now = LeaderState {
+                leading: holds,
+                healthy,
+            };
+            std::mem::replace(s, now) != now
+        });
+        let changed = futures::future::select_all(states.iter_mut().map(|s| Box::pin(s.changed())));
+        tokio::select! {
+            event = events.next() => if event.is_none() { return },
+            _ = changed => {}
+            _ = tokio::time::sleep(base.retry_period()) => {}
+        }
+    }
+}
+
+/// Keeps `gate` in step with shard `i`'s Lease and hands the shard over
+/// when the planner stops wanting it: stop starting work, wait for the work
+/// in flight (at most `duration`, then drop it), then let the campaign
+/// release the Lease.
+async fn follow_shard(
+    i: u32,
+    gate: Arc<Gate>,
+    mut intent: watch::Receiver<bool>,
+    mut lease: watch::Receiver<LeaderState>,
+    want: watch::Sender<bool>,
+    duration: Duration,
+) {
+    loop {
+        let wanted = *intent.borrow_and_update();
+        let holding = lease.borrow_and_update().leading;
+        gate.set(&gate.holding, i, holding);
+        if wanted {
+            want.send_replace(true);
+            gate.set(&gate.acting, i, holding);
+        } else if *want.borrow() {
+            gate.set(&gate.acting, i, false);
+            if holding {
+                tokio::select! {
+                    _ = gate.drained(i) => {}
+                    _ = lease.wait_for(|s| !s.leading) => {}
+                    _ = tokio::time::sleep(duration) => gate.set(&gate.holding, i, false),
+                }
+            }
+            tracing::info!(shard = i, "handing the shard over");
+            want.send_replace(false);
+            continue;
+        }
+        tokio::select! {
+            changed = intent.changed() => if changed.is_err() { return },
+            changed = lease.changed() => if changed.is_err() { return },
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! Shards across replicas (issue 24.4 and 24.5) on planes of their own: the
+//! operator watches every namespace there, and an instance's shard is its
+//! namespace's. Each replica talks to the apiserver as a user of its own
+//! (impersonated, in system:masters), so the audit log names who wrote what.
+//! The caches are unfiltered (the label-free path: no `shardSelector`), so
+//! that is the path these tests measure.
+
+mod budget;
+mod failover;
+mod gateways;
+mod join;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+
+use crate::operator::{Operator, Options, instance};
+use crate::support::*;
+use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase};
+use kura_operator::shard::Shards;
+
+/// The chart's default.
+const LEASE: Duration = Duration::from_secs(15);
+const SHARDS: u32 = 4;
+/// Where the Leases and ledgers live; also the operator's "namespace" flag
+/// for its files (it watches every namespace).
+const HOME: &str = "shards";
+
+/// A plane with namespaces spread over the shards, and replicas on it.
+struct Bench {
+    name: String,
+    plane: PrivatePlane,
+    client: Client,
+    /// `(namespace, shard)`, `per_shard` namespaces of each shard.
+    namespaces: Vec<(String, u32)>,
+    config: String,
+    /// The replicas' `--resync`: long, so that what converges is shown to
+    /// converge by its triggers (a take-over, a handover), not by a resync.
+    resync: &'static str,
+}
+
+impl Bench {
+    async fn start(name: &str, offset: u16, per_shard: usize, config: String) -> Bench {
+        let plane = PrivatePlane::up(name, offset);
+        let client = plane.client().await;
+        let shards = Shards::new(SHARDS).unwrap();
+        let mut namespaces = Vec::new();
+        for k in 0.. {
+            let ns = format!("{name}-{k}");
+            let shard = shards.of_namespace(&ns);
+            if namespaces.iter().filter(|(_, s)| *s == shard).count() < per_shard {
+                namespaces.push((ns, shard));
+            }
+            if namespaces.len() == per_shard * SHARDS as usize {
+                break;
+            }
+        }
+        for ns in namespaces.iter().map(|(n, _)| n.as_str()).chain([HOME]) {
+            create(&client, &json!({"metadata": {"name": ns}})).await;
+        }
+        // Served by this plane's kura-sim, which plays the ingress controller.
+        Api::<IngressClass>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": format!("shared-{HOME}")},
+                    "spec": {"controller": "kura.dev/sim-ingress"},
+                }))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        Bench {
+            name: name.to_string(),
+            plane,
+            client,
+            namespaces,
+            config,
+            resync: "10m",
+        }
+    }
+
+    /// A replica named `name` (the audit log's user `replica-<name>`).
+    fn replica(&self, name: &str) -> Operator {
+        let options = Options {
+            kubeconfig: Some(self.kubeconfig_of(name)),
+            all_namespaces: true,
+            lease_duration: Some(LEASE),
+            // The files of each test's replicas apart (tests run at once).
+            replica: Some(format!("{}-{name}", self.name)),
+            resync: Some(self.resync.into()),
+            args: vec![format!("--shards={SHARDS}")],
+        };
+        Operator::start_with(HOME, &self.config, &[], options)
+    }
+
+    /// The plane's admin kubeconfig, impersonating `replica-<name>` with the
+    /// admin's powers.
+    fn kubeconfig_of(&self, name: &str) -> PathBuf {
+        let text = std::fs::read_to_string(self.plane.kubeconfig()).unwrap();
+        let mut kc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        kc["users"][0]["user"]["as"] = format!("replica-{name}").into();
+        kc["users"][0]["user"]["as-groups"] = serde_yaml::to_value(["system:masters"]).unwrap();
+        let path = self.plane.state.join(format!("replica-{name}.kubeconfig"));
+        std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+        path
+    }
+
+    fn instances(&self, ns: &str) -> Api<KuraInstance> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// One instance per namespace, `i-<k>` (its own host).
+    async fn create_fleet(&self) {
+        for (k, (ns, _)) in self.namespaces.iter().enumerate() {
+            let body = instance(&format!("i-{k}"), "registry.example/kura:1.0.0");
+            apply_json(&self.instances(ns), "test", body).await.unwrap();
+        }
+    }
+
+    /// Every instance's status, by `namespace/name`.
+    async fn statuses(&self) -> BTreeMap<String, KuraInstanceStatus> {
+        let all: Api<KuraInstance> = Api::all(self.client.clone());
+        let list = all.list(&ListParams::default()).await;
+        list.map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| {
+                let key = format!(
+                    "{}/{}",
+                    i.metadata.namespace.unwrap_or_default(),
+                    i.metadata.name.unwrap_or_default()
+                );
+                (key, i.status.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// Every instance Ready on its desired revision, none on the revision
+    /// it had in `before`, no rollout left; the applied revisions.
+    async fn converged(
+        &self,
+        before: &BTreeMap<String, Option<String>>,
+        timeout: Duration,
+    ) -> BTreeMap<String, Option<String>> {
+        wait_for("every instance to converge", timeout, || async {
+            let all = self.statuses().await;
+            let done = all.len() == self.namespaces.len()
+                && all.iter().all(|(k, s)| {
+                    s.phase == Some(Phase::Ready)
+                        && s.applied_revision.is_some()
+                        && s.applied_revision == s.desired_revision
+                        && s.rollout.is_none()
+                        && before.get(k).is_none_or(|old| *old != s.applied_revision)
+                });
+            done.then(|| {
+                all.into_iter()
+                    .map(|(k, s)| (k, s.applied_revision))
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    /// The holder of each shard's Lease (`None`: free).
+    async fn holders(&self) -> Vec<Option<String>> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), HOME);
+        let mut out = Vec::new();
+        for i in 0..SHARDS {
+            let lease = leases
+                .get_opt(&format!("kura-operator-shard-{i}"))
+                .await
+                .ok()
+                .flatten();
+            out.push(
+                lease
+                    .and_then(|l| l.spec?.holder_identity)
+                    .filter(|h| !h.is_empty()),
+            );
+        }
+        out
+    }
+
+    /// Waits until every shard is held, by the replicas in `counts` (name →
+    /// how many shards), identified by their logs; returns the shards of each.
+    async fn balanced(
+        &self,
+        replicas: &[(&str, &Operator, usize)],
+        timeout: Duration,
+    ) -> BTreeMap<String, BTreeSet<u32>> {
+        wait_for("the shards to be balanced", timeout, || async {
+            let holders = self.holders().await;
+            let mut held: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+            for (i, h) in holders.iter().enumerate() {
+                let h = h.as_deref()?;
+                let (name, ..) = replicas.iter().find(|(_, op, _)| is(op, h))?;
+                held.entry(name.to_string()).or_default().insert(i as u32);
+            }
+            let ok = replicas
+                .iter()
+                .all(|(name, _, n)| held.get(*name).map_or(0, |s| s.len()) == *n);
+            ok.then_some(held)
+        })
+        .await
+    }
+}
+
+/// Whether `identity` is `op`'s own (its log names the others too, as members).
+fn is(op: &Operator, identity: &str) -> bool {
+    op.log().contains(&format!("identity={identity} "))
+}
+
+async fn create(client: &Client, namespace: &serde_json::Value) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(namespace.clone()).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// The operator configuration: region r1 on the plane's shared class, with
+/// pod memory `memory` (a change of it changes every pod template) and a
+/// rollout section.
+fn fleet_config(memory: &str, rollout: &str) -> String {
+    format!(
+        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
+        crate::operator::config(HOME, "host", "example.com/none")
+    )
+}
+
+/// One mutating request of a replica in the audit log.
+#[derive(Debug)]
+struct Write {
+    replica: String,
+    verb: String,
+    /// `namespace/resource[/subresource]/name`.
+    object: String,
+}
+
+/// The replicas' mutating requests at or after `since` (RFC 3339) in the
+/// namespaces of the bench, read from the plane's audit log.
+fn writes(bench: &Bench, since: &str) -> Vec<Write> {
+    let ours: BTreeSet<&str> = bench.namespaces.iter().map(|(n, _)| n.as_str()).collect();
+    let text = audit_text(&bench.plane.kubeconfig().with_file_name("audit.log"));
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| {
+            let replica = e["impersonatedUser"]["username"]
+                .as_str()?
+                .strip_prefix("replica-")?;
+            let o = &e["objectRef"];
+            let namespace = o["namespace"].as_str()?;
+            let at = e["requestReceivedTimestamp"].as_str()?;
+            if !ours.contains(namespace) || at < since || o["resource"] == "events" {
+                return None;
+            }
+            let sub = o["subresource"]
+                .as_str()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default();
+            Some(Write {
+                replica: replica.to_string(),
+                verb: e["verb"].as_str()?.to_string(),
+                object: format!(
+                    "{namespace}/{}{sub}/{}",
+                    o["resource"].as_str()?,
+                    o["name"].as_str()?
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The objects (not statuses) written by more than one replica among `writes`.
+fn written_twice(writes: &[Write]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for w in writes.iter().filter(|w| !w.object.contains("/status/")) {
+        by.entry(w.object.clone())
+            .or_default()
+            .insert(w.replica.clone());
+    }
+    by.retain(|_, who| who.len() > 1);
+    by
+}
+
+/// Now, as the audit log writes it.
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}

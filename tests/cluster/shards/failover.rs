@@ -1,0 +1,96 @@
+//! Two replicas × four shards: every instance converges and each shard has
+//! one holder; one replica killed (-9) during a fleet change: its shards are
+//! taken over within the lease duration, every instance converges, and no
+//! object is written by both replicas.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+#[tokio::test]
+async fn two_replicas_share_the_shards_and_a_killed_ones_are_taken_over_during_a_fleet_change() {
+    let rollout = "  maxUnavailable: 100%\n";
+    let bench = Bench::start("shards-fail", 30, 2, fleet_config("256Mi", rollout)).await;
+    // kura-sim plays the kubelet: restarted pods are Ready after a while, so
+    // the fleet change is still under way when a replica is killed.
+    for (ns, _) in &bench.namespaces {
+        let ns_api: Api<Namespace> = Api::all(bench.client.clone());
+        let patch = json!({"metadata": {"annotations": {"sim.kura.dev/ready-delay": "3s"}}});
+        ns_api
+            .patch(ns, &Default::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let mut a = bench.replica("a");
+    let b = bench.replica("b");
+    let replicas = [("a", &a, 2), ("b", &b, 2)];
+    let held = bench.balanced(&replicas, Duration::from_secs(90)).await;
+    bench.create_fleet().await;
+    let first = bench
+        .converged(&Default::default(), Duration::from_secs(120))
+        .await;
+
+    // Each instance names its shard, and was written by its shard's holder only.
+    let statuses = bench.statuses().await;
+    for (k, (ns, shard)) in bench.namespaces.iter().enumerate() {
+        let s = &statuses[&format!("{ns}/i-{k}")];
+        assert_eq!(
+            s.shard.as_deref(),
+            Some(format!("{shard}/{SHARDS}").as_str()),
+            "{ns}"
+        );
+    }
+    let creation = writes(&bench, "");
+    for w in &creation {
+        let ns = w.object.split('/').next().unwrap();
+        let shard = bench.namespaces.iter().find(|(n, _)| n == ns).unwrap().1;
+        assert!(
+            held[&w.replica].contains(&shard),
+            "{w:?} written by a replica not holding shard {shard}: {held:?}"
+        );
+    }
+    assert!(creation.iter().any(|w| w.replica == "a") && creation.iter().any(|w| w.replica == "b"));
+
+    // The fleet change, then kill -9 of `a` while it is under way.
+    let change = fleet_config("320Mi", rollout);
+    let since = now();
+    a.set_config(&change);
+    b.set_config(&change);
+    wait_for("the change to start", Duration::from_secs(60), || async {
+        let all = bench.statuses().await;
+        all.iter()
+            .any(|(k, s)| first.get(k).is_some_and(|old| *old != s.applied_revision))
+            .then_some(())
+    })
+    .await;
+    a.kill();
+    let killed = Instant::now();
+    let taken = bench.balanced(&[("b", &b, 4)], LEASE * 2).await;
+    let taken_over = killed.elapsed();
+    bench.converged(&first, Duration::from_secs(120)).await;
+    let converged = killed.elapsed();
+    eprintln!(
+        "kill -9 of a replica holding {:?} during a fleet change (lease {LEASE:?}): its shards taken over after {taken_over:?}, the fleet converged after {converged:?}",
+        held["a"]
+    );
+    assert_eq!(taken["b"].len(), SHARDS as usize);
+    // A standby waits the lease duration by its own clock, plus one retry
+    // period to notice and a little to write.
+    assert!(
+        taken_over <= LEASE + LEASE / 6 + Duration::from_secs(3),
+        "taken over within the lease duration: {taken_over:?}"
+    );
+    // The instances of a's shards were reconciled when b took them (no
+    // resync needed): the whole change took about one restart after that.
+    assert!(
+        converged <= taken_over + Duration::from_secs(45),
+        "converged soon after the take-over: {converged:?}"
+    );
+    let during = writes(&bench, &since);
+    assert!(during.iter().any(|w| w.replica == "b"));
+    let twice = written_twice(&during);
+    assert!(
+        twice.is_empty(),
+        "objects written by both replicas: {twice:?}"
+    );
+}

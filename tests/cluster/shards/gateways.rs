@@ -1,0 +1,72 @@
+//! A dedicated gateway is collected only by the replica holding its
+//! namespace's shard, though every replica caches every gateway and sees it
+//! unused: the other replica never deletes (or writes) anything there.
+
+use std::time::Duration;
+
+use kube::api::DeleteParams;
+
+use super::*;
+use kura_operator::api::KuraGateway;
+
+#[tokio::test]
+async fn a_gateway_is_collected_only_by_the_shard_that_owns_its_namespace() {
+    let config = crate::operator::config(HOME, "cloud", "kura.dev/sim-ingress");
+    let mut bench = Bench::start("shards-gw", 33, 1, config).await;
+    // A gateway is found unused once the garbage collector has deleted its
+    // instance's Ingresses, which nothing of the gateway's watches: the
+    // resync finds it (as in gateways::collection).
+    bench.resync = "3s";
+    let a = bench.replica("a");
+    let b = bench.replica("b");
+    let held = bench
+        .balanced(&[("a", &a, 2), ("b", &b, 2)], Duration::from_secs(90))
+        .await;
+    bench.create_fleet().await;
+    bench
+        .converged(&Default::default(), Duration::from_secs(120))
+        .await;
+    let all: Api<KuraGateway> = Api::all(bench.client.clone());
+    let gateways = all.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(
+        gateways.len(),
+        bench.namespaces.len(),
+        "one dedicated gateway per instance"
+    );
+
+    let since = now();
+    for (k, (ns, _)) in bench.namespaces.iter().enumerate() {
+        bench
+            .instances(ns)
+            .delete(&format!("i-{k}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait_for(
+        "every gateway to be collected",
+        Duration::from_secs(120),
+        || async {
+            all.list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    let w = writes(&bench, &since);
+    let deletes: Vec<&Write> = w
+        .iter()
+        .filter(|w| w.verb == "delete" && w.object.contains("/kuragateways/"))
+        .collect();
+    assert_eq!(deletes.len(), bench.namespaces.len(), "{w:?}");
+    for w in &w {
+        let ns = w.object.split('/').next().unwrap();
+        let shard = bench.namespaces.iter().find(|(n, _)| n == ns).unwrap().1;
+        assert!(
+            held[&w.replica].contains(&shard),
+            "{w:?}: written by a replica not holding shard {shard} ({held:?})"
+        );
+    }
+}
