@@ -26,7 +26,9 @@ use crate::operator::{Operator, Options, config, instance, wait_ready};
 use crate::support::*;
 use expected::expected;
 use exporter::{KubeStateMetrics, Sample, Scrape};
-use kura_operator::api::{KuraInstance, Phase};
+use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kura_operator::api::{KuraGateway, KuraInstance, Phase};
 
 const T: Duration = Duration::from_secs(180);
 
@@ -87,6 +89,41 @@ fn fleet_config(ns: &str, memory: &str) -> String {
     )
 }
 
+/// The access the chart README tells users to give kube-state-metrics, and
+/// no more, for the identity it runs as here (the admin impersonates it).
+/// Without `customresourcedefinitions` it exports nothing: it finds custom
+/// resources through them (its log then says it may not list them).
+struct ReadmeAccess(Api<ClusterRole>, Api<ClusterRoleBinding>, String);
+
+async fn readme_access(ns: &TestNamespace) -> ReadmeAccess {
+    let name = format!("kura-ksm-{}", ns.name);
+    let roles: Api<ClusterRole> = Api::all(ns.client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(ns.client.clone());
+    let rule = |group: &str, resource: &str| json!({"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]});
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [rule("kura.dev", "kurainstances"), rule("kura.dev", "kuragateways"),
+                  rule("apiextensions.k8s.io", "customresourcedefinitions")],
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "kube-state-metrics", "namespace": ns.name}],
+    });
+    apply_json(&roles, "test", role).await.unwrap();
+    apply_json(&bindings, "test", binding).await.unwrap();
+    ReadmeAccess(roles, bindings, name)
+}
+
+impl ReadmeAccess {
+    async fn remove(self) {
+        let _ = self.1.delete(&self.2, &Default::default()).await;
+        let _ = self.0.delete(&self.2, &Default::default()).await;
+    }
+}
+
 #[tokio::test]
 async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     let ns = TestNamespace::new("ksm").await;
@@ -117,7 +154,10 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     .await;
 
     let dir = std::env::temp_dir().join(format!("kura-ksm-{}", ns.name));
-    let ksm = KubeStateMetrics::start(&dir, &ns.name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let access = readme_access(&ns).await;
+    let kubeconfig = crate::ops::impersonating_kubeconfig(&dir, &ns.name, "kube-state-metrics");
+    let ksm = KubeStateMetrics::start(&dir, &ns.name, &kubeconfig);
     let first = scraped_matches(
         &ksm,
         &ns,
@@ -244,4 +284,18 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     );
     drop(ksm);
     drop(op);
+    access.remove().await;
+    // The dedicated gateways' classes are cluster-scoped: the namespace's
+    // deletion does not take them, and the operator is gone.
+    let classes: Api<IngressClass> = Api::all(ns.client.clone());
+    for g in ns
+        .api::<KuraGateway>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+    {
+        let _ = classes
+            .delete(&g.spec.ingress_class_name, &Default::default())
+            .await;
+    }
 }

@@ -54,15 +54,15 @@ impl Drop for KubeStateMetrics {
 }
 
 impl KubeStateMetrics {
-    pub fn start(dir: &Path, namespace: &str) -> KubeStateMetrics {
-        let _ = std::fs::remove_dir_all(dir);
+    /// As the identity `kubeconfig` names, in `dir` (removed on drop).
+    pub fn start(dir: &Path, namespace: &str, kubeconfig: &Path) -> KubeStateMetrics {
         std::fs::create_dir_all(dir).unwrap();
         let file = dir.join("kura.yaml");
         std::fs::write(&file, rendered_config(namespace)).unwrap();
         let (port, telemetry) = (free_port(), free_port());
         let log = std::fs::File::create(dir.join("kube-state-metrics.log")).unwrap();
         let child = Command::new(kube_state_metrics_bin())
-            .arg(format!("--kubeconfig={}", kubeconfig_path().display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg("--custom-resource-state-only")
             .arg(format!(
                 "--custom-resource-state-config-file={}",
