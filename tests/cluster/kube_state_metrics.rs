@@ -124,6 +124,14 @@ impl ReadmeAccess {
     }
 }
 
+async fn merge(instances: &Api<KuraInstance>, name: &str, patch: serde_json::Value) {
+    let params = PatchParams::default();
+    instances
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     let ns = TestNamespace::new("ksm").await;
@@ -158,130 +166,57 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     let access = readme_access(&ns).await;
     let kubeconfig = crate::ops::impersonating_kubeconfig(&dir, &ns.name, "kube-state-metrics");
     let ksm = KubeStateMetrics::start(&dir, &ns.name, &kubeconfig);
-    let first = scraped_matches(
-        &ksm,
-        &ns,
-        "the series of a Ready and a Stalled instance",
-        |s| {
-            s.value(
-                "kura_instance_condition",
-                "broken",
-                &[("condition", "Ready")],
-            ) == Some(0.0)
-        },
-    )
-    .await;
-    assert_eq!(
-        first
-            .label("kura_instance_info", "ready", "phase")
-            .as_deref(),
-        Some("Ready")
-    );
-    assert_eq!(
-        first
-            .label("kura_instance_info", "broken", "phase")
-            .as_deref(),
-        Some("Stalled")
-    );
-    assert_eq!(
-        first.value(
-            "kura_instance_condition",
-            "ready",
-            &[("condition", "Ready")]
-        ),
-        Some(1.0)
-    );
-    assert_eq!(first.value("kura_instance_paused", "ready", &[]), Some(0.0));
-    // "Not Ready since": the Ready condition's last transition, while it is 0.
-    let not_ready_since = first
-        .value(
-            "kura_instance_condition_since",
-            "broken",
-            &[("condition", "Ready")],
-        )
-        .unwrap();
-    assert!(not_ready_since > 1.7e9, "{not_ready_since}");
-    let ready_info = |s: &Scrape, label| s.label("kura_instance_info", "ready", label);
-    assert!(ready_info(&first, "desired_revision").is_some_and(|r| r.len() >= 7));
-    assert_eq!(
-        ready_info(&first, "desired_revision"),
-        ready_info(&first, "applied_revision")
-    );
-    assert!(ready_info(&first, "ingress_class").is_some());
-
-    // Fixed: Ready, and so is its series; its "not Ready since" is gone.
-    instances
-        .patch(
-            "broken",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
-        )
-        .await
-        .unwrap();
-    let fixed = scraped_matches(&ksm, &ns, "broken's series to say Ready", |s| {
-        s.value(
-            "kura_instance_condition",
-            "broken",
-            &[("condition", "Ready")],
-        ) == Some(1.0)
+    let first = scraped_matches(&ksm, &ns, "a Ready and a Stalled instance", |s| {
+        s.ready("broken") == Some(0.0)
     })
     .await;
-    assert_eq!(
-        fixed
-            .label("kura_instance_info", "broken", "phase")
-            .as_deref(),
-        Some("Ready")
+    assert_eq!(first.info("ready", "phase").as_deref(), Some("Ready"));
+    assert_eq!(first.info("broken", "phase").as_deref(), Some("Stalled"));
+    assert_eq!(first.ready("ready"), Some(1.0));
+    assert_eq!(first.value("kura_instance_paused", "ready", &[]), Some(0.0));
+    // "Not Ready since": the Ready condition's last transition, while it is 0.
+    let not_ready_since = first.ready_since("broken").unwrap();
+    assert!(not_ready_since > 1.7e9, "{not_ready_since}");
+    let revision = first.info("ready", "desired_revision");
+    assert!(
+        revision.as_ref().is_some_and(|r| r.len() >= 7),
+        "{revision:?}"
     );
-    let since = fixed.value(
-        "kura_instance_condition_since",
-        "broken",
-        &[("condition", "Ready")],
-    );
-    assert!(since.unwrap() > not_ready_since, "the transition moved");
+    assert_eq!(revision, first.info("ready", "applied_revision"));
+    assert!(first.info("ready", "ingress_class").is_some());
+
+    // Fixed: Ready, and so is its series; the Ready condition's transition moved.
+    merge(&instances, "broken", json!({"spec": {"replicas": 1}})).await;
+    let fixed = scraped_matches(&ksm, &ns, "broken's series to say Ready", |s| {
+        s.ready("broken") == Some(1.0)
+    })
+    .await;
+    assert_eq!(fixed.info("broken", "phase").as_deref(), Some("Ready"));
+    assert!(fixed.ready_since("broken").unwrap() > not_ready_since);
 
     // An operator change (the configuration's) waits for ready's window:
     // its rollout state says Waiting, its revisions differ.
     op.set_config(&fleet_config(&ns.name, "320Mi"));
+    let rollout =
+        |s: &Scrape, state| s.value("kura_instance_rollout_state", "ready", &[("state", state)]);
     let waiting = scraped_matches(&ksm, &ns, "ready's rollout to wait", |s| {
-        s.value(
-            "kura_instance_rollout_state",
-            "ready",
-            &[("state", "Waiting")],
-        ) == Some(1.0)
+        rollout(s, "Waiting") == Some(1.0)
     })
     .await;
-    assert_eq!(
-        waiting.families(),
-        PROMISED,
-        "every promised family, and no other"
-    );
-    assert!(!waiting.families().contains(&"kura_instance_ready"));
-    let state = |s| waiting.value("kura_instance_rollout_state", "ready", &[("state", s)]);
-    assert_eq!(state("Admitted"), Some(0.0));
-    assert_ne!(
-        ready_info(&waiting, "desired_revision"),
-        ready_info(&waiting, "applied_revision")
-    );
+    let families = waiting.families();
+    assert_eq!(families, PROMISED, "every promised family, and no other");
+    assert!(!families.contains(&"kura_instance_ready"));
+    assert_eq!(rollout(&waiting, "Admitted"), Some(0.0));
+    let applied = waiting.info("ready", "applied_revision");
+    assert_ne!(waiting.info("ready", "desired_revision"), applied);
 
     // Paused: the gauge says so.
-    instances
-        .patch(
-            "broken",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"paused": true}})),
-        )
-        .await
-        .unwrap();
+    merge(&instances, "broken", json!({"spec": {"paused": true}})).await;
     let paused = scraped_matches(&ksm, &ns, "broken's series to say paused", |s| {
         s.value("kura_instance_paused", "broken", &[]) == Some(1.0)
     })
     .await;
-    assert_eq!(
-        paused
-            .label("kura_instance_info", "broken", "phase")
-            .as_deref(),
-        Some("Paused")
-    );
+    assert_eq!(paused.info("broken", "phase").as_deref(), Some("Paused"));
     drop(ksm);
     drop(op);
     access.remove().await;

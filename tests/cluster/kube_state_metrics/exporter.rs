@@ -175,6 +175,23 @@ impl Scrape {
         s.labels.get(label).cloned()
     }
 
+    /// A label of `kura_instance_info`.
+    pub fn info(&self, instance: &str, label: &str) -> Option<String> {
+        self.label("kura_instance_info", instance, label)
+    }
+
+    /// `kura_instance_condition{condition="Ready"}`.
+    pub fn ready(&self, instance: &str) -> Option<f64> {
+        let ready = [("condition", "Ready")];
+        self.value("kura_instance_condition", instance, &ready)
+    }
+
+    /// `kura_instance_condition_since{condition="Ready"}`.
+    pub fn ready_since(&self, instance: &str) -> Option<f64> {
+        let ready = [("condition", "Ready")];
+        self.value("kura_instance_condition_since", instance, &ready)
+    }
+
     pub fn families(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.0.iter().map(|s| s.name.as_str()).collect();
         names.dedup();
