@@ -6,6 +6,9 @@
 #   scripts/control-plane.sh prometheus   build (or reuse) Prometheus and promtool (not
 #                                     part of `build`: the tests of the chart's alerts
 #                                     and dashboard use them, the demo does not)
+#   scripts/control-plane.sh kube-state-metrics   build (or reuse) kube-state-metrics (not
+#                                     part of `build`: the test of the chart's per-instance
+#                                     series runs it, tests/cluster/kube_state_metrics.rs)
 #   scripts/control-plane.sh apiserver 1.33|1.37   build (or reuse) kube-apiserver at that
 #                                     minor (the version matrix of tests/cluster/versions.rs)
 #   scripts/control-plane.sh controller-manager 1.33|1.37   the same for kube-controller-manager
@@ -214,6 +217,19 @@ build_prometheus() {
   for b in "$dir"/{prometheus,promtool}; do
     ln -sfn "$b" "$cache/bin/current/$(basename "$b")"
   done
+  echo "$dir"
+}
+
+# kube-state-metrics (hack/control-plane/kube-state-metrics), the exporter of
+# the chart's per-instance series (files/kube-state-metrics.yaml): the test
+# tests/cluster/kube_state_metrics.rs runs it against the plane. Prints its
+# directory.
+build_kube_state_metrics() {
+  local ldflags="-X github.com/prometheus/common/version.Version=v2.18.0"
+  build_tool_module kube-state-metrics "$ldflags" "" k8s.io/kube-state-metrics/v2
+  mkdir -p "$cache/bin/current"
+  local dir; dir=$(tool_bindir kube-state-metrics "$ldflags" "")
+  ln -sfn "$dir/kube-state-metrics" "$cache/bin/current/kube-state-metrics"
   echo "$dir"
 }
 
@@ -490,6 +506,7 @@ done
 case "$verb" in
   build) cmd_build ;;
   prometheus) build_prometheus ;;  # the directory, on stdout
+  kube-state-metrics) build_kube_state_metrics ;;  # the directory, on stdout
   apiserver) build_apiserver "${apiserver_minor:?usage: $0 apiserver 1.33|1.37}" ;;
   controller-manager) build_k8s_minor controller-manager "${apiserver_minor:?usage: $0 controller-manager 1.33|1.37}" ;;
   up) cmd_up ;;
@@ -497,5 +514,5 @@ case "$verb" in
   status) cmd_status ;;
   env) cmd_env ;;
   ingress) [ -f "$state/node/enabled" ] || die "ingress: this plane has no node (up --node)"; node_ingress ;;
-  *) echo "usage: $0 build|prometheus|apiserver MINOR|controller-manager MINOR|up|down|status|env|ingress [--node]" >&2; exit 2 ;;
+  *) echo "usage: $0 build|prometheus|kube-state-metrics|apiserver MINOR|controller-manager MINOR|up|down|status|env|ingress [--node]" >&2; exit 2 ;;
 esac

@@ -65,6 +65,7 @@ case "${1:-}" in
         || { echo "dev.sh: the tests need lua5.1: apt-get install lua5.1 failed" >&2; exit 1; }
     fi
     $cp prometheus  # promtool and Prometheus for tests/cluster/monitoring.rs (cached)
+    $cp kube-state-metrics  # for tests/cluster/kube_state_metrics.rs (cached)
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
     RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets --no-fail-fast
     ;;

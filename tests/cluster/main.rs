@@ -33,6 +33,7 @@ mod host_claims;
 mod hostile_status;
 mod idle;
 mod image_drift;
+mod kube_state_metrics;
 mod minimal_apply;
 mod monitoring;
 mod names;

@@ -144,19 +144,8 @@ impl Prometheus {
         prometheus
     }
 
-    /// `GET path` (HTTP/1.0: the body is not chunked).
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .ok()?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-        conn.write_all(request.as_bytes()).await.ok()?;
-        let mut response = String::new();
-        conn.read_to_string(&mut response).await.ok()?;
-        let status = response.split(' ').nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n")?.1.to_string();
-        Some((status, body))
+        http_get(self.port, path).await
     }
 
     /// The `data` of an API answer.
@@ -183,6 +172,22 @@ impl Prometheus {
             .find(|a| a["labels"]["alertname"] == name)
             .map(|a| a["state"].as_str().unwrap_or_default().to_string())
     }
+}
+
+/// `GET path` on 127.0.0.1:`port` (HTTP/1.0: the body is not chunked): the
+/// status code and body, or None when nothing answers (yet).
+pub(crate) async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    conn.read_to_string(&mut response).await.ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_string();
+    Some((status, body))
 }
 
 fn percent_encode(s: &str) -> String {

@@ -46,7 +46,7 @@ fn window_at(opens: Timestamp, duration: &str) -> serde_json::Value {
 
 /// A window that opened two hours ago and closed an hour ago, every day:
 /// closed now, for the next 22 hours.
-fn closed_window() -> serde_json::Value {
+pub(crate) fn closed_window() -> serde_json::Value {
     let local = (Timestamp::now() - SignedDuration::from_hours(2))
         .to_zoned(jiff::tz::TimeZone::get(TZ).unwrap());
     json!({
