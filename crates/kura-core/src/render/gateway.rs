@@ -36,89 +36,130 @@ constants! {
 }
 
 pub fn render_gateway(gw: &KuraGateway) -> Desired {
-    let name = gw.metadata.name.clone().unwrap_or_default();
-    let namespace = gw.metadata.namespace.clone().unwrap_or_default();
-    let uid = gw.metadata.uid.clone().unwrap_or_default();
-    let spec = &gw.spec;
-    let labels = Labels::from([
-        (LABEL_MANAGED_BY, MANAGED_BY_VALUE.to_string()),
-        (LABEL_NAME, "kura-gateway".to_string()),
-        (LABEL_GATEWAY, name.clone()),
-        (LABEL_ACCOUNT, spec.account.clone()),
-        (LABEL_REGION, spec.region.clone()),
-    ]);
-    let selector = Labels::from([
-        (LABEL_NAME, "kura-gateway".to_string()),
-        (LABEL_GATEWAY, name.clone()),
-    ]);
-    let metadata = ObjectMeta {
-        annotations: None,
-        labels: labels.clone(),
-        name: name.clone(),
-        namespace: Some(namespace.clone()),
-        owner_references: vec![OwnerReference {
-            api_version: "kura.dev/v1alpha1",
-            block_owner_deletion: true,
-            controller: true,
-            kind: "KuraGateway",
-            name: name.clone(),
-            uid: uid.clone(),
-        }],
-    };
-    let class_name = crate::names::gateway_ingress_class(&namespace, &name);
-    // Cluster-scoped: no owner reference is possible. The uid says whose it
-    // is; the gateway controller collects it once no gateway has that uid.
-    let mut class_labels = labels.clone();
-    class_labels.insert(LABEL_GATEWAY_NAMESPACE, namespace.clone());
-    let ingress_class = Manifest {
+    let who = Identity::of(gw);
+    Desired::from_objects(
+        vec![ingress_class(gw, &who), deployment(gw, &who), service(&who)],
+        String::new(),
+        gw.spec.image.clone(),
+    )
+}
+
+/// What every child of one gateway is named and labelled by.
+struct Identity {
+    name: String,
+    namespace: String,
+    uid: String,
+    class_name: String,
+    labels: Labels,
+    /// The Deployment's pods, as its selector and the Service's name them.
+    selector: Labels,
+}
+
+impl Identity {
+    fn of(gw: &KuraGateway) -> Identity {
+        let name = gw.metadata.name.clone().unwrap_or_default();
+        let namespace = gw.metadata.namespace.clone().unwrap_or_default();
+        let spec = &gw.spec;
+        Identity {
+            uid: gw.metadata.uid.clone().unwrap_or_default(),
+            class_name: crate::names::gateway_ingress_class(&namespace, &name),
+            labels: Labels::from([
+                (LABEL_MANAGED_BY, MANAGED_BY_VALUE.to_string()),
+                (LABEL_NAME, "kura-gateway".to_string()),
+                (LABEL_GATEWAY, name.clone()),
+                (LABEL_ACCOUNT, spec.account.clone()),
+                (LABEL_REGION, spec.region.clone()),
+            ]),
+            selector: Labels::from([
+                (LABEL_NAME, "kura-gateway".to_string()),
+                (LABEL_GATEWAY, name.clone()),
+            ]),
+            name,
+            namespace,
+        }
+    }
+
+    /// The metadata of a namespaced child: owned by the gateway.
+    fn owned(&self) -> ObjectMeta {
+        ObjectMeta {
+            annotations: None,
+            labels: self.labels.clone(),
+            name: self.name.clone(),
+            namespace: Some(self.namespace.clone()),
+            owner_references: vec![OwnerReference {
+                api_version: "kura.dev/v1alpha1",
+                block_owner_deletion: true,
+                controller: true,
+                kind: "KuraGateway",
+                name: self.name.clone(),
+                uid: self.uid.clone(),
+            }],
+        }
+    }
+}
+
+/// Cluster-scoped: no owner reference is possible. The uid says whose it
+/// is; the gateway controller collects it once no gateway has that uid.
+fn ingress_class(gw: &KuraGateway, who: &Identity) -> Manifest {
+    let mut labels = who.labels.clone();
+    labels.insert(LABEL_GATEWAY_NAMESPACE, who.namespace.clone());
+    Manifest {
         kind: ChildKind::IngressClass,
         metadata: ObjectMeta {
-            annotations: Some([(ANNOTATION_GATEWAY_UID, uid.clone())].into()),
-            labels: class_labels,
-            name: class_name.clone(),
+            annotations: Some([(ANNOTATION_GATEWAY_UID, who.uid.clone())].into()),
+            labels,
+            name: who.class_name.clone(),
             namespace: None,
             owner_references: Vec::new(),
         },
         content: Content::Spec(Spec::IngressClass(IngressClassSpec {
-            controller: spec.controller.clone(),
+            controller: gw.spec.controller.clone(),
         })),
-    };
-    // Traefik v3's command line (the node's ingress controller, built from its
-    // Go module in hack/control-plane/traefik): its Kubernetes Ingress provider
-    // serves this gateway's class only, in the gateway's namespace only, and
-    // publishes the LoadBalancer Service's address in the Ingresses' status.
-    // It serves IngressClasses whose controller is `traefik.io/ingress-controller`:
-    // `gateway.controller` in the operator configuration.
+    }
+}
+
+/// Traefik v3's command line (the node's ingress controller, built from its
+/// Go module in hack/control-plane/traefik): its Kubernetes Ingress provider
+/// serves this gateway's class only, in the gateway's namespace only, and
+/// publishes the LoadBalancer Service's address in the Ingresses' status.
+/// It serves IngressClasses whose controller is `traefik.io/ingress-controller`:
+/// `gateway.controller` in the operator configuration.
+fn controller_args(who: &Identity) -> Vec<String> {
+    let (class, namespace, name) = (&who.class_name, &who.namespace, &who.name);
+    vec![
+        "--global.checknewversion=false".to_string(),
+        "--global.sendanonymoususage=false".to_string(),
+        "--entrypoints.web.address=:8080".to_string(),
+        "--entrypoints.websecure.address=:8443".to_string(),
+        "--providers.kubernetesingress=true".to_string(),
+        format!("--providers.kubernetesingress.ingressclass={class}"),
+        format!("--providers.kubernetesingress.namespaces={namespace}"),
+        format!(
+            "--providers.kubernetesingress.ingressendpoint.publishedservice={namespace}/{name}"
+        ),
+    ]
+}
+
+fn deployment(gw: &KuraGateway, who: &Identity) -> Manifest {
     let container = GatewayContainer {
-        args: vec![
-            "--global.checknewversion=false".to_string(),
-            "--global.sendanonymoususage=false".to_string(),
-            "--entrypoints.web.address=:8080".to_string(),
-            "--entrypoints.websecure.address=:8443".to_string(),
-            "--providers.kubernetesingress=true".to_string(),
-            format!("--providers.kubernetesingress.ingressclass={class_name}"),
-            format!("--providers.kubernetesingress.namespaces={namespace}"),
-            format!(
-                "--providers.kubernetesingress.ingressendpoint.publishedservice={namespace}/{name}"
-            ),
-        ],
-        image: spec.image.clone(),
+        args: controller_args(who),
+        image: gw.spec.image.clone(),
         name: "controller",
         ports: Constant::of(&CONTROLLER_PORTS),
         security_context: Constant::of(&CONTROLLER_SECURITY),
     };
-    let deployment = Manifest {
+    Manifest {
         kind: ChildKind::Deployment,
-        metadata: metadata.clone(),
+        metadata: who.owned(),
         content: Content::Spec(Spec::Deployment(Box::new(DeploymentSpec {
-            replicas: spec.replicas,
+            replicas: gw.spec.replicas,
             selector: Selector {
-                match_labels: selector.clone(),
+                match_labels: who.selector.clone(),
             },
             template: GatewayPodTemplate {
                 metadata: TemplateMeta {
                     annotations: None,
-                    labels,
+                    labels: who.labels.clone(),
                     name: None,
                 },
                 spec: GatewayPodSpec {
@@ -128,19 +169,17 @@ pub fn render_gateway(gw: &KuraGateway) -> Desired {
                 },
             },
         }))),
-    };
-    let service = Manifest {
+    }
+}
+
+fn service(who: &Identity) -> Manifest {
+    Manifest {
         kind: ChildKind::Service,
-        metadata,
+        metadata: who.owned(),
         content: Content::Spec(Spec::Service(ServiceSpec {
             ports: Constant::of(&LOAD_BALANCER_PORTS),
-            selector,
+            selector: who.selector.clone(),
             service_type: "LoadBalancer",
         })),
-    };
-    Desired::from_objects(
-        vec![ingress_class, deployment, service],
-        String::new(),
-        gw.spec.image.clone(),
-    )
+    }
 }
