@@ -137,4 +137,4 @@ pub fn failures_for(status: &KuraGatewayStatus, key: &str) -> i64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

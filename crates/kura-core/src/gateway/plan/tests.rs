@@ -13,7 +13,8 @@ use crate::plan::{LiveChild, Owner};
 use crate::render::gateway::render_gateway;
 use crate::validate::FieldError;
 
-fn gateway() -> KuraGateway {
+/// One gateway of namespace `ns` (the status tests use it too).
+pub(crate) fn gateway() -> KuraGateway {
     let mut gw = KuraGateway::new(
         "gw-acme",
         KuraGatewaySpec {

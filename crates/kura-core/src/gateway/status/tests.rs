@@ -8,20 +8,7 @@ use crate::render::gateway::render_gateway;
 use crate::validate::FieldError;
 
 fn desired() -> Desired {
-    let mut gw = crate::api::KuraGateway::new(
-        "gw-acme",
-        crate::api::KuraGatewaySpec {
-            account: "acme".into(),
-            region: "r1".into(),
-            ingress_class_name: "kura-gw.ns.gw-acme".into(),
-            controller: "example.com/c".into(),
-            image: "registry.example/gw:1".into(),
-            replicas: 1,
-        },
-    );
-    gw.metadata.namespace = Some("ns".into());
-    gw.metadata.uid = Some("u-1".into());
-    render_gateway(&gw)
+    render_gateway(&crate::gateway::plan::tests::gateway())
 }
 
 fn now() -> Timestamp {
