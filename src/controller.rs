@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -28,6 +28,7 @@ use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 
 use crate::kind::ChildKind;
 use crate::reconcile::labelled::Labelled;
+use crate::reconcile::stores::foreign::ForeignNames;
 use crate::reconcile::{self, stores::Stores};
 use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
 
@@ -162,6 +163,48 @@ fn indexed<K: Cacheable>(
     move |store, event| labelled.event(kind, store, event)
 }
 
+/// Keeps `names` (`stores::foreign`) from one metadata-only watch per kind
+/// the caches hold by the operator's label, of every object without that
+/// label: the names someone else's objects hold. Each watch backs off on its
+/// own errors; the future runs as long as the process.
+pub fn follow_foreign_names(
+    scope: &Scope,
+    names: Arc<ForeignNames>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let others = format!("{LABEL_MANAGED_BY}!={MANAGED_BY_VALUE}");
+    let watches = ChildKind::ALL
+        .into_iter()
+        .filter(|kind| kind.cached_by_label())
+        .map(|kind| {
+            let ar = kind.api_resource();
+            let api: Api<PartialObjectMeta<DynamicObject>> = match &scope.namespace {
+                Some(ns) => Api::namespaced_with(scope.client.clone(), ns, &ar),
+                None => Api::all_with(scope.client.clone(), &ar),
+            };
+            let names = names.clone();
+            watcher(api, scope.watch_config().labels(&others))
+                .default_backoff()
+                .for_each(move |event| {
+                    match event {
+                        Ok(event) => {
+                            if names.event(kind, &event) {
+                                let held = names.len();
+                                tracing::info!(held, "names of unlabelled objects listed: creates check them without reads");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(%kind, error = %e, "names watch failed; retrying with backoff")
+                        }
+                    }
+                    std::future::ready(())
+                })
+        })
+        .collect::<Vec<_>>();
+    async move {
+        futures::future::join_all(watches).await;
+    }
+}
+
 /// The instance watch passes generation and annotation changes only: a status
 /// write must not trigger a reconcile, and a generation-only filter would drop
 /// the force annotation.
@@ -277,6 +320,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
             deployments: dep,
             claims,
             labelled,
+            foreign: Default::default(),
         },
         instances,
         budget_instances,

@@ -224,6 +224,7 @@ async fn run(
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let (streams, gateway_streams) = controller::streams(&scope, wake_tx.clone());
     probes.set_instances(streams.stores.instances.clone());
+    let foreign_names = controller::follow_foreign_names(&scope, streams.stores.foreign.clone());
     // Nobody reconciles before every cache has listed once: a restarted
     // operator would see every child "missing" and re-apply the whole fleet.
     let (leader_tx, leader_rx) = tokio::sync::watch::channel(LeaderState {
@@ -327,6 +328,7 @@ async fn run(
         _ = async { tokio::join!(controllers, election, signal) } => {}
         _ = leader_gauge => {}
         _ = sweep_memory(ctx.clone()) => {}
+        _ = foreign_names => {}
     }
     let _ = serving.await;
     Ok(())

@@ -2,6 +2,7 @@
 //! from these caches of cluster state on every pass, and a converged pass reads
 //! nothing from the apiserver.
 
+pub mod foreign;
 pub mod labelled;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -36,6 +37,9 @@ pub struct Stores {
     /// The children above by the instance they are labelled as, kept up to
     /// date from their watches.
     pub labelled: std::sync::Arc<Labelled>,
+    /// The names of the objects of the label-cached kinds that do not carry
+    /// the operator's label, kept from their own watches (`foreign`).
+    pub foreign: std::sync::Arc<foreign::ForeignNames>,
 }
 
 fn key<K: kube::Resource<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {

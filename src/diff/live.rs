@@ -93,6 +93,8 @@ impl LiveBuilder {
                         None,
                     )),
                     labelled: Default::default(),
+                    // Never filled: the names `diff` shows are read.
+                    foreign: Default::default(),
                 },
                 pod_template_hashes: BTreeMap::new(),
                 owned: BTreeMap::new(),

@@ -338,13 +338,21 @@ async fn rollout(
         uid: gw.metadata.uid.as_deref().unwrap_or_default(),
         name: gw.metadata.name.as_deref().unwrap_or_default(),
     };
-    let applied =
-        match apply::apply_as(&ctx.client, desired, &ops, &target, GATEWAY_FIELD_MANAGER).await {
-            Ok(fingerprints) => migrate::release_old_manager(&ctx.client, &release)
-                .await
-                .map(|released| (fingerprints, released)),
-            Err(failure) => Err(failure),
-        };
+    let applied = match apply::apply_as(
+        &ctx.client,
+        &ctx.stores.foreign,
+        desired,
+        &ops,
+        &target,
+        GATEWAY_FIELD_MANAGER,
+    )
+    .await
+    {
+        Ok(fingerprints) => migrate::release_old_manager(&ctx.client, &release)
+            .await
+            .map(|released| (fingerprints, released)),
+        Err(failure) => Err(failure),
+    };
     match applied {
         Ok((fingerprints, released)) => {
             ctx.gateway_memory.applied(gw, key);

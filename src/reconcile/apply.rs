@@ -8,10 +8,10 @@
 //! All or nothing: the caches show only labelled objects, so a name someone
 //! else's unlabelled object holds is unknown to `plan`. Before the first write
 //! of an apply that creates anything (and sends more than that one object),
-//! every name it creates is read (metadata only, in parallel); one that is
-//! taken by someone else's object fails the whole apply as a name conflict
-//! listing each, and nothing is written. Creates are rare after the first
-//! apply (a deleted child, a new kind), so steady-state applies read nothing.
+//! every name it creates is checked against the names of unlabelled objects
+//! (`stores::foreign`, a watch of its own; read per name until it has
+//! listed); one that is taken by someone else's object fails the whole apply
+//! as a name conflict listing each, and nothing is written.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,6 +25,7 @@ use super::observe::{owned_fields_by, owner};
 use super::plan::{ApplyOp, Owner};
 use crate::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
 use crate::render::{Desired, ObjectId, RenderedObject};
+use crate::stores::foreign::{ForeignNames, Lookup};
 
 pub use kura_core::outcome::{Failure, FailureClass, Stage};
 
@@ -73,22 +74,24 @@ pub struct For<'a> {
 /// conflicts are reported together, each object named.
 pub async fn apply(
     client: &Client,
+    names: &ForeignNames,
     desired: &Desired,
     ops: &[ApplyOp],
     instance: &For<'_>,
 ) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
-    apply_as(client, desired, ops, instance, FIELD_MANAGER).await
+    apply_as(client, names, desired, ops, instance, FIELD_MANAGER).await
 }
 
 /// [`apply`] under another of the operator's field managers (a gateway's).
 pub async fn apply_as(
     client: &Client,
+    names: &ForeignNames,
     desired: &Desired,
     ops: &[ApplyOp],
     instance: &For<'_>,
     manager: &str,
 ) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
-    let ops = &check_names(client, ops, instance).await?;
+    let ops = &check_names(client, names, ops, instance).await?;
     let mut fingerprints = BTreeMap::new();
     let mut waves: Vec<u8> = ops.iter().map(|op| op.id.kind.wave()).collect();
     waves.sort_unstable();
@@ -127,37 +130,44 @@ pub fn names_to_check(ops: &[ApplyOp]) -> Vec<&ApplyOp> {
     ops.iter().filter(|op| op.create).collect()
 }
 
-/// Reads every name `ops` would create (metadata only, in parallel, before
-/// anything is written). Someone else's object under one of them: the name
-/// conflicts, all of them, as one failure, and nothing is sent. This
-/// instance's own (the cache lagged) or one handed over: sent as an apply,
-/// not a create. A read that fails (throttled, timed out) leaves that name
-/// unchecked: its create-only apply still refuses a taken name, so the apply
-/// goes on as it would without the check. Failing the apply instead made a
-/// throttled fleet retry seven reads and seven writes until all fourteen got
-/// through at once (seen on the real plane under API Priority and Fairness).
+/// Checks every name `ops` would create before anything is written. Someone
+/// else's object under one of them: the name conflicts, all of them, as one
+/// failure, and nothing is sent. This instance's own (the cache lagged) or
+/// one handed over: sent as an apply, not a create.
 ///
-/// The reads are served from the API server's watch cache (`resourceVersion=0`),
-/// which costs it no etcd read (a fleet's first apply reads seven names per
-/// instance). A stale answer is safe in both directions: a name taken a moment
-/// ago and not yet seen is refused by its create-only apply, as with a failed
-/// read; a name seen as someone else's is read again, consistently, before
-/// it is reported, so a name freed a moment ago is not a conflict.
+/// What the caches do not hold, `names` (`stores::foreign`) does: a name no
+/// unlabelled object holds costs no request. A name it shows as held is read
+/// (consistently, from etcd) before it is reported, so a name freed a moment
+/// ago is not a conflict. A kind whose names have not listed yet is read
+/// per name, from the apiserver's watch cache (`resourceVersion=0`), a name
+/// seen as taken read again consistently. Either way a stale answer is safe:
+/// a name taken a moment ago and not yet seen is refused by its create-only
+/// apply (as is one whose read failed: throttled, timed out; failing the
+/// apply instead made a throttled fleet retry seven reads and seven writes
+/// until all fourteen got through at once, seen on the real plane under API
+/// Priority and Fairness).
 async fn check_names(
     client: &Client,
+    names: &ForeignNames,
     ops: &[ApplyOp],
     instance: &For<'_>,
 ) -> Result<Vec<ApplyOp>, Failure> {
     let reads = names_to_check(ops).into_iter().map(|op| async move {
         let api = dynamic_api(client, &op.id);
-        let cached = api
-            .get_metadata_opt_with(&op.id.name, &GetParams::any())
-            .await;
-        let read = match cached {
-            Ok(Some(found)) if judge(op, &found, instance).is_err() => {
-                api.get_metadata_opt(&op.id.name).await
+        let read = match names.lookup(&op.id) {
+            Lookup::Free => Ok(None),
+            Lookup::Held(_) => api.get_metadata_opt(&op.id.name).await,
+            Lookup::Unknown => {
+                match api
+                    .get_metadata_opt_with(&op.id.name, &GetParams::any())
+                    .await
+                {
+                    Ok(Some(found)) if judge(op, &found, instance).is_err() => {
+                        api.get_metadata_opt(&op.id.name).await
+                    }
+                    other => other,
+                }
             }
-            other => other,
         };
         (op, read)
     });

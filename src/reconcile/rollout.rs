@@ -54,7 +54,15 @@ pub async fn rollout(
         key,
         held,
     } = steps;
-    let fingerprints = match apply::apply(&ctx.client, desired, &ops, &For { uid, name }).await {
+    let fingerprints = match apply::apply(
+        &ctx.client,
+        &ctx.stores.foreign,
+        desired,
+        &ops,
+        &For { uid, name },
+    )
+    .await
+    {
         Ok(fingerprints) => fingerprints,
         Err(failure) if failure.is_transient() => {
             let streak = quiet_or_report(ctx, instance, key, &failure, now)?;

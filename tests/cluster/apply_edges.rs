@@ -181,6 +181,74 @@ async fn a_name_taken_in_any_wave_is_found_before_anything_is_written() {
     s.finish().await;
 }
 
+/// Reads of names the operator was about to create and found free: each is
+/// a GET the apiserver answers 404.
+async fn free_name_reads(op: &crate::operator::Operator) -> f64 {
+    let (_, body) = op.get("/metrics").await.expect("metrics");
+    body.lines()
+        .filter(|l| l.starts_with("rest_client_requests_total{code=\"404\",method=\"GET\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The names a fleet's first apply creates are checked against the names of
+/// unlabelled objects the operator watches (stores::foreign), not read one by
+/// one: creating instances costs no read of a free name, and a name someone
+/// else's object took after the operator started is still found before
+/// anything is written. Without the index each instance reads its seven
+/// names, seven GETs answered 404.
+#[tokio::test]
+async fn free_names_cost_no_read_and_a_taken_one_is_still_found() {
+    let s = scenario("name-index", &[]).await;
+    let (instances, ns) = (&s.instances, &s.ns);
+    wait_for("the names index listed", T, || async {
+        let log = s.op.log();
+        log.contains("names of unlabelled objects listed")
+            .then_some(())
+    })
+    .await;
+    // Taken after the index listed: it learns of the Service from its watch.
+    ns.api::<Service>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "held"},
+                "spec": {"ports": [{"port": 8443}]},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let before = free_name_reads(&s.op).await;
+    for name in ["free-a", "free-b", "free-c", "held"] {
+        apply_json(
+            instances,
+            "test",
+            instance(name, "registry.example/kura:1.0.0"),
+        )
+        .await
+        .unwrap();
+    }
+    for name in ["free-a", "free-b", "free-c"] {
+        wait_ready(instances, name).await;
+    }
+    let message = wait_for("the name conflict in status", T, || async {
+        let s = instances.get("held").await.ok()?.status?;
+        let c = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+        (c.reason == "NameConflict").then(|| c.message.clone())
+    })
+    .await;
+    assert!(
+        message.contains(&format!("Service {}/held", ns.name)),
+        "{message}"
+    );
+    let held_cm = ns.api::<ConfigMap>().get_opt("held-config").await.unwrap();
+    assert!(held_cm.is_none(), "nothing of `held` is written");
+    let reads = free_name_reads(&s.op).await - before;
+    assert_eq!(reads, 0.0, "names read one by one (GETs answered 404)");
+    s.finish().await;
+}
+
 /// Item 13: a child held by a finalizer after its deletion is waited for:
 /// never applied while it hangs, reported once, created again once gone.
 #[tokio::test]

@@ -102,6 +102,15 @@ impl ChildKind {
         self.of_instance() && !matches!(self, ChildKind::KuraGateway)
     }
 
+    /// The caches hold only the objects of it that carry the operator's
+    /// label: anyone else's, under a name the operator creates, is unseen by
+    /// them (`stores::foreign` keeps those names). The instance's children
+    /// and the gateway's Deployment; not the cluster-scoped IngressClass nor
+    /// a `KuraGateway`, cached whoever labelled them.
+    pub const fn cached_by_label(self) -> bool {
+        self.namespaced() && !matches!(self, ChildKind::KuraGateway)
+    }
+
     /// Its content is in the pod-template hash (the workload, and the
     /// configuration file its pods mount): a change of it restarts pods, so
     /// an operator-originated one waits for the rollout budget.
