@@ -61,6 +61,17 @@ pub fn dynamic_api(client: &Client, id: &ObjectId) -> Api<DynamicObject> {
     }
 }
 
+/// [`dynamic_api`] answering with metadata only: an apply's answer is read
+/// for its managedFields alone, and parsing whole objects (a StatefulSet's
+/// runs to kilobytes) cost memory and CPU on both sides of every apply.
+fn metadata_api(client: &Client, id: &ObjectId) -> Api<PartialObjectMeta<DynamicObject>> {
+    let ar = id.kind.api_resource();
+    match &id.namespace {
+        Some(ns) if id.kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
 /// The instance the objects are applied for: judges whose an existing object is.
 pub struct For<'a> {
     pub uid: &'a str,
@@ -261,6 +272,7 @@ async fn apply_one(
     manager: &str,
 ) -> Result<(ObjectId, Option<String>), Failure> {
     let api = dynamic_api(client, &op.id);
+    let meta = metadata_api(client, &op.id);
     let fail = |verb, e: &kube::Error| failure(Stage::Apply, verb, &op.id, e);
     if op.clear_address {
         clear_address(&api, &op.id)
@@ -271,14 +283,14 @@ async fn apply_one(
     let applied = if op.create {
         let mut body = object.body();
         body["metadata"]["resourceVersion"] = CREATE_ONLY_RESOURCE_VERSION.into();
-        match api.patch(&op.id.name, &params, &Patch::Apply(&body)).await {
+        match meta.patch(&op.id.name, &params, &Patch::Apply(&body)).await {
             Ok(created) => created,
             // The name is taken: by this instance's own object the cache has not
             // shown yet, by an object handed over, or by someone else's.
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                let live = api.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
+                let live = meta.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
                 match owner(&live.metadata, op.id.kind, instance.uid, instance.name) {
-                    Owner::Ours | Owner::Adopt => api
+                    Owner::Ours | Owner::Adopt => meta
                         .patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
                         .await
                         .map_err(|e| fail("apply", &e))?,
@@ -290,11 +302,11 @@ async fn apply_one(
     } else if op.keep_live_template {
         let live = api.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
         let body = with_live_template(object.body(), &live.data, &live.metadata);
-        api.patch(&op.id.name, &params, &Patch::Apply(&body))
+        meta.patch(&op.id.name, &params, &Patch::Apply(&body))
             .await
             .map_err(|e| fail("apply", &e))?
     } else {
-        api.patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
+        meta.patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
             .await
             .map_err(|e| fail("apply", &e))?
     };
