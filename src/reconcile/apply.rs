@@ -54,6 +54,17 @@ pub fn failure(stage: Stage, verb: &'static str, object: &ObjectId, e: &kube::Er
 }
 
 pub fn dynamic_api(client: &Client, id: &ObjectId) -> Api<DynamicObject> {
+    api_of(client, id)
+}
+
+/// The API of `id`'s kind and namespace, for any dynamic view of its objects.
+fn api_of<K>(client: &Client, id: &ObjectId) -> Api<K>
+where
+    K: kube::Resource<
+            DynamicType = kube::api::ApiResource,
+            Scope = kube::core::DynamicResourceScope,
+        >,
+{
     let ar = id.kind.api_resource();
     match &id.namespace {
         Some(ns) if id.kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
@@ -65,11 +76,7 @@ pub fn dynamic_api(client: &Client, id: &ObjectId) -> Api<DynamicObject> {
 /// for its managedFields alone, and parsing whole objects (a StatefulSet's
 /// runs to kilobytes) cost memory and CPU on both sides of every apply.
 fn metadata_api(client: &Client, id: &ObjectId) -> Api<PartialObjectMeta<DynamicObject>> {
-    let ar = id.kind.api_resource();
-    match &id.namespace {
-        Some(ns) if id.kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
-        _ => Api::all_with(client.clone(), &ar),
-    }
+    api_of(client, id)
 }
 
 /// The instance the objects are applied for: judges whose an existing object is.
