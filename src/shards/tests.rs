@@ -163,7 +163,7 @@ fn the_view_ages_leases_by_this_processs_clock() {
     let mut seen = Seen::default();
     let t0 = Instant::now();
     // `leases` as listed `s` seconds after the first look, lease duration 15 s.
-    let mut at = |leases: &[Lease], s: u64| {
+    let mut at = |leases: &[Arc<Lease>], s: u64| {
         let now = t0 + Duration::from_secs(s);
         view_of(
             leases,

@@ -266,6 +266,40 @@ fn fleet_config(memory: &str, rollout: &str) -> String {
     )
 }
 
+/// The rollout section of the budget's tests: one instance at a time.
+const ONE_AT_A_TIME: &str = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
+
+/// Replicas `a` and `b` over a converged fleet at [`ONE_AT_A_TIME`], whose
+/// restarted pods are Ready 2 s after they start (kura-sim), so that a change
+/// of every pod template is paced by the budget; the applied revisions.
+async fn paced(
+    name: &str,
+    offset: u16,
+    per_shard: usize,
+) -> (Bench, Operator, Operator, BTreeMap<String, Option<String>>) {
+    let bench = Bench::start(
+        name,
+        offset,
+        per_shard,
+        fleet_config("256Mi", ONE_AT_A_TIME),
+    )
+    .await;
+    bench.delay_readiness("2s").await;
+    let (a, b, _) = bench.two_replicas().await;
+    let first = bench.converged_fleet().await;
+    (bench, a, b, first)
+}
+
+/// The operator's change of every pod template (the pods' memory), given to
+/// both replicas; when.
+fn change_every_pod(a: &Operator, b: &Operator) -> Instant {
+    let change = fleet_config("320Mi", ONE_AT_A_TIME);
+    let started = Instant::now();
+    a.set_config(&change);
+    b.set_config(&change);
+    started
+}
+
 /// One mutating request of a replica in the audit log.
 #[derive(Debug)]
 struct Write {

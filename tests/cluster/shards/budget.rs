@@ -3,24 +3,16 @@
 //! more than one StatefulSet unavailable at once across all namespaces,
 //! though both replicas admit.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::*;
 
 #[tokio::test]
 async fn the_budget_bounds_the_whole_fleet_across_replicas() {
-    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
-    let bench = Bench::start("shards-budget", 32, 2, fleet_config("256Mi", rollout)).await;
-    bench.delay_readiness("2s").await;
-    let (a, b, _) = bench.two_replicas().await;
-    let first = bench.converged_fleet().await;
-
+    let (bench, a, b, first) = paced("shards-budget", 32, 2).await;
     let sampler = MostUnavailable::start(bench.client.clone());
     let since = now();
-    let change = fleet_config("320Mi", rollout);
-    let started = Instant::now();
-    a.set_config(&change);
-    b.set_config(&change);
+    let started = change_every_pod(&a, &b);
     bench.converged(&first, Duration::from_secs(300)).await;
     let max = sampler.stop().await;
     let n = bench.namespaces.len();

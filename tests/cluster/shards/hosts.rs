@@ -36,7 +36,8 @@ async fn one_host_asked_for_in_two_shards_goes_to_one_instance_across_a_failover
         apply_json(&api_a, "test", with_host("shop", Some(host), &[])),
         apply_json(&api_b, "test", with_host("shop", Some(host), &[])),
     );
-    (in_a.unwrap(), in_b.unwrap());
+    in_a.unwrap();
+    in_b.unwrap();
 
     let (winner, loser) = wait_for(
         "one instance to serve the host",
@@ -81,7 +82,7 @@ async fn one_host_asked_for_in_two_shards_goes_to_one_instance_across_a_failover
     .await;
     assert_eq!(
         ingresses_for(&bench.client, host).await,
-        [holder.clone()],
+        std::slice::from_ref(&holder),
         "the host stays with its holder across the failover"
     );
     let message = host_conflict(&bench.instances(&loser), "shop").await;

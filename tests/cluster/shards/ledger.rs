@@ -7,7 +7,7 @@
 //! bounded by the budget, starts at once (the forged entries hold no slot),
 //! and converges (an immutable ledger is replaced, not retried forever).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -44,34 +44,22 @@ async fn forge(bench: &Bench) {
     let ledgers: Api<ConfigMap> = Api::namespaced(bench.client.clone(), HOME);
     let _ = ledgers.delete(LEDGER, &Default::default()).await;
     let body = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": LEDGER},
         "immutable": true,
         "data": {"entries": entries.to_string()},
     });
-    ledgers
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(body).unwrap(),
-        )
-        .await
-        .unwrap();
+    apply_json(&ledgers, "hand", body).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_forged_ledger_neither_breaks_the_budget_nor_wedges_the_rollout() {
-    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
-    let bench = Bench::start("shards-ledger", 36, 1, fleet_config("256Mi", rollout)).await;
-    bench.delay_readiness("2s").await;
-    let (a, b, _) = bench.two_replicas().await;
-    let first = bench.converged_fleet().await;
+    let (bench, a, b, first) = paced("shards-ledger", 36, 1).await;
 
     forge(&bench).await;
     let (timeline, watch) = follow(bench.client.clone());
     let sampler = MostUnavailable::start(bench.client.clone());
-    let change = fleet_config("320Mi", rollout);
-    let started = Instant::now();
-    a.set_config(&change);
-    b.set_config(&change);
+    let started = change_every_pod(&a, &b);
     bench.converged(&first, Duration::from_secs(240)).await;
     let took = started.elapsed();
     let max = sampler.stop().await;

@@ -41,13 +41,8 @@ fn handovers(timeline: &[(Instant, String, Option<RolloutState>)]) -> Vec<Durati
 
 #[tokio::test]
 async fn the_next_in_line_is_admitted_as_soon_as_a_slot_frees() {
-    let rollout = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
-    let bench = Bench::start("shards-pace", 34, 2, fleet_config("256Mi", rollout)).await;
-    // Restarted pods are Ready after a while, as in `budget`, where 8
-    // instances took 163 s before.
-    bench.delay_readiness("2s").await;
-    let (a, b, _) = bench.two_replicas().await;
-    let first = bench.converged_fleet().await;
+    // As in `budget`, where 8 instances took 163 s before.
+    let (bench, a, b, first) = paced("shards-pace", 34, 2).await;
     let refused = || {
         let taken = kura_operator::reconcile::execute::SLOT_TAKEN;
         a.log().matches(taken).count() + b.log().matches(taken).count()
@@ -55,10 +50,7 @@ async fn the_next_in_line_is_admitted_as_soon_as_a_slot_frees() {
     let before = refused();
 
     let (timeline, watch) = follow(bench.client.clone());
-    let change = fleet_config("320Mi", rollout);
-    let started = Instant::now();
-    a.set_config(&change);
-    b.set_config(&change);
+    let started = change_every_pod(&a, &b);
     // The bug's pace (a recheck per instance) would take minutes.
     bench.converged(&first, Duration::from_secs(400)).await;
     let took = started.elapsed();
