@@ -59,6 +59,10 @@
 #   KURA_AUDIT_MAXBACKUP (2): rotated 200 MB audit files kept; a benchmark phase
 #   at N=10,000 writes more than 400 MB of audit lines, and counts requests from
 #   them, so it needs more.
+#
+# KURA_FEATURE_GATES (none): the apiserver's --feature-gates, e.g.
+#   ShardedListAndWatch=true for the server-side sharded list and watch
+#   (`shardSelector`, alpha and off by default in 1.36).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -72,6 +76,7 @@ api_port="${KURA_API_PORT:-16443}"
 kcm_port="${KURA_KCM_PORT:-20257}"
 etcd_quota_bytes="${KURA_ETCD_QUOTA_BYTES:-8589934592}"
 audit_maxbackup="${KURA_AUDIT_MAXBACKUP:-2}"
+feature_gates="${KURA_FEATURE_GATES:-}"
 
 # The node plane's settings (unused without a node).
 node_bridge="${KURA_NODE_BRIDGE:-kura0}"
@@ -394,12 +399,14 @@ cmd_up() {
       --service-cluster-ip-range "$node_service_cidr" --kubelet-preferred-address-types InternalIP
       --kubelet-client-certificate "$state/pki/apiserver-kubelet.crt" --kubelet-client-key "$state/pki/apiserver-kubelet.key")
   fi
+  local gate_args=()
+  if [ -n "$feature_gates" ]; then gate_args=(--feature-gates "$feature_gates"); fi
   local apiserver_bin kcm_bin
   apiserver_bin=$(control_plane_bin apiserver)
   kcm_bin=$(control_plane_bin controller-manager)
   start kube-apiserver "$apiserver_bin" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --secure-port "$api_port" "${net_args[@]}" \
+    --secure-port "$api_port" "${net_args[@]}" "${gate_args[@]}" \
     --tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
     --client-ca-file "$state/pki/ca.crt" \
     --token-auth-file "$state/pki/tokens.csv" \

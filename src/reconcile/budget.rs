@@ -229,8 +229,9 @@ pub async fn take_shared_slot(
     let all = stores.instances.state();
     let uid = instance.metadata.uid.clone().unwrap_or_default();
     let key = order_key(instance, config);
+    let seen = |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&all, e);
     ledger
-        .reserve(now, |entries| {
+        .reserve(now, seen, |entries| {
             let pending: Vec<OrderKey> = entries
                 .iter()
                 .filter(|e| e.uid != uid && !shown_admitted(&all, &e.uid))

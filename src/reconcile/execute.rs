@@ -25,6 +25,9 @@ const TERMINATING_RECHECK: Duration = Duration::from_secs(5);
 const WAITING_RECHECK: Duration = Duration::from_secs(30);
 /// After its admission is recorded, an instance applies on the next pass.
 const ADMITTED_RECHECK: Duration = Duration::from_millis(100);
+/// The log line of an admission decided and then refused, the slot taken
+/// meanwhile: a handover of the slot that costs a recheck.
+pub const SLOT_TAKEN: &str = "the budget's slot was taken since the decision";
 /// After joining the rollout queue, look again this soon: the queue of those
 /// reconciled at the same moment has formed by then.
 const JOIN_RECHECK: Duration = Duration::from_secs(2);
@@ -89,8 +92,12 @@ pub async fn execute(
             match admission {
                 // Recorded first, applied on the pass that follows at once.
                 Admission::Admit { .. } => (Outcome::Admitted, ADMITTED_RECHECK),
-                // Another reconcile took the slot since the decision.
-                waiting => (Outcome::Held(waiting), JOIN_RECHECK),
+                // Another reconcile took the slot since the decision (sharded:
+                // or the ledger still counts one that left: see `report`).
+                waiting => {
+                    tracing::info!("{SLOT_TAKEN}: waiting");
+                    (Outcome::Held(waiting), JOIN_RECHECK)
+                }
             }
         }
         Plan::Held(admission) => (
@@ -165,7 +172,9 @@ async fn reserve_hosts(
         instance.metadata.namespace.as_deref().unwrap_or_default(),
         instance.metadata.name.as_deref().unwrap_or_default()
     );
-    let reserve = ledger.reserve(now, |entries| {
+    let all = ctx.stores.instances.state();
+    let seen = |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&all, e);
+    let reserve = ledger.reserve(now, seen, |entries| {
         use crate::shard::ledger::{Entry, TTL, host_conflict};
         if let Some(conflict) = host_conflict(&fresh, entries, &uid, TTL) {
             return (Some(conflict), Vec::new());

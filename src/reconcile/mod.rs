@@ -152,7 +152,7 @@ pub async fn reconcile(
         report::log_outcome(&outcome, &new_status);
         ctx.metrics.record(&outcome, new_status.phase);
         pass.write(&new_status, &outcome).await?;
-        pass.after(&new_status, &outcome).await;
+        pass.after(&new_status, &outcome);
         Ok(Action::requeue(match activation {
             Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
             _ => requeue,

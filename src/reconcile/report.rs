@@ -139,6 +139,9 @@ impl Pass<'_> {
         {
             let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
             let name = instance.metadata.name.as_deref().unwrap_or_default();
+            if left_the_budget(&observed.status, new_status) {
+                self.end_shared_admission().await;
+            }
             let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
             let written = status::write(&api, name, new_status)
                 .instrument(tracing::info_span!("status_write"))
@@ -161,19 +164,29 @@ impl Pass<'_> {
         Ok(())
     }
 
+    /// Sharded: the admission's entry in the shared ledger ends before the
+    /// status write that frees its slot. That write is what wakes the next in
+    /// line on every replica (`controller::freed_elsewhere`); were the entry
+    /// still there, the woken instance would find its slot taken and wait for
+    /// a recheck. Before the write, the cache still shows this instance
+    /// admitted, so the fleet counts it from there; if the write then fails,
+    /// it still does. Unsharded, there is no ledger.
+    async fn end_shared_admission(&self) {
+        let (Some(ledgers), Some(uid)) = (&self.ctx.ledgers, &self.instance.metadata.uid) else {
+            return;
+        };
+        let key = budget::order_key(self.instance, self.config);
+        let key = format!("{}/{}", key.namespace, key.name);
+        if let Err(e) = ledgers.budget.remove(&key, uid).await {
+            tracing::warn!(error = %e, "could not end the admission in the shared ledger; it ends by itself within a minute");
+        }
+    }
+
     /// What the pass leaves for others: a slot of the budget it freed wakes
-    /// the next in line (sharded: its entry in the shared ledger ends too, so
-    /// the slot is free for every replica now, not when the entry expires); a
-    /// pass that got through ends the transient streak.
-    pub async fn after(&self, new: &KuraInstanceStatus, outcome: &Outcome) {
+    /// the next in line (its shared ledger entry, sharded, ended before the
+    /// status write); a pass that got through ends the transient streak.
+    pub fn after(&self, new: &KuraInstanceStatus, outcome: &Outcome) {
         if left_the_budget(&self.decision.observed.status, new) {
-            if let (Some(ledgers), Some(uid)) = (&self.ctx.ledgers, &self.instance.metadata.uid) {
-                let key = budget::order_key(self.instance, self.config);
-                let key = format!("{}/{}", key.namespace, key.name);
-                if let Err(e) = ledgers.budget.remove(&key, uid).await {
-                    tracing::warn!(error = %e, "could not end the admission in the shared ledger; it ends by itself within a minute");
-                }
-            }
             budget::wake_next(self.ctx, self.config, self.now);
         }
         if !outcome.failure().is_some_and(Failure::is_transient) {

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
+use crate::api::KuraInstance;
 use crate::keys::LABEL_SHARDS_OF;
-use crate::shard::ledger::{self, DATA_KEY, Entry};
+use crate::shard::ledger::{self, DATA_KEY, Entry, Seen};
 
 /// How often a reservation refused by a concurrent write is decided again
 /// before the reconcile gives up and is retried.
@@ -43,13 +44,16 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Reads the entries that still count, asks `decide`, and writes the
-    /// entries it returns (if any) with the resourceVersion read. Of two
+    /// Reads the entries that still count (live, and standing against the
+    /// instance cache: `seen` says what it shows of an entry's instance),
+    /// asks `decide`, and writes the entries it returns (if any) with the
+    /// resourceVersion read, leaving out those that no longer count. Of two
     /// replicas deciding at the same moment one is refused, reads the other's
     /// entry and decides again.
     pub async fn reserve<T>(
         &self,
         now: Timestamp,
+        seen: impl Fn(&Entry) -> Seen,
         mut decide: impl FnMut(&[Entry]) -> (T, Vec<Entry>),
     ) -> Result<T, kube::Error> {
         let mut attempt = 0;
@@ -59,7 +63,11 @@ impl Ledger {
             let text = found
                 .as_ref()
                 .and_then(|cm| cm.data.as_ref()?.get(DATA_KEY).cloned());
-            let entries = ledger::live(ledger::parse(text.as_deref()), now, ledger::TTL);
+            let entries: Vec<Entry> =
+                ledger::live(ledger::parse(text.as_deref()), now, ledger::TTL)
+                    .into_iter()
+                    .filter(|e| ledger::stands(e, seen(e), now))
+                    .collect();
             let (answer, new) = decide(&entries);
             if new.is_empty() {
                 return Ok(answer);
@@ -72,8 +80,23 @@ impl Ledger {
             match written {
                 Ok(()) => return Ok(answer),
                 Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => continue,
+                Err(kube::Error::Api(s)) if s.code == 422 && attempt < ATTEMPTS => {
+                    tracing::warn!(ledger = %self.name, error = %s.message, "the shared ledger refuses writes; replacing it");
+                    self.delete().await?;
+                }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Deletes a ledger that refuses every write (someone made it immutable,
+    /// or grew it past what the apiserver accepts): the next attempt creates
+    /// it again with the entries that still count, which it was read for.
+    async fn delete(&self) -> Result<(), kube::Error> {
+        match self.api.delete(&self.name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -103,6 +126,8 @@ impl Ledger {
             DATA_KEY.to_string(),
             ledger::render(entries),
         )]));
+        // The ledger's content is its one key; anything else is someone's.
+        cm.binary_data = None;
         cm.metadata.managed_fields = None;
         self.api
             .replace(&self.name, &PostParams::default(), &cm)
@@ -128,4 +153,20 @@ impl Ledger {
             .await
             .map(|_| ())
     }
+}
+
+/// What the instance cache shows of an entry's instance (`ledger::stands`).
+pub fn seen(instances: &[std::sync::Arc<KuraInstance>], entry: &Entry) -> Seen {
+    let named = ledger::instance_of(entry).split_once('/');
+    let mut seen = Seen::Nothing;
+    for i in instances {
+        if i.metadata.uid.as_deref() == Some(entry.uid.as_str()) {
+            return Seen::Instance;
+        }
+        let key = (i.metadata.namespace.as_deref(), i.metadata.name.as_deref());
+        if named.is_some_and(|(ns, name)| key == (Some(ns), Some(name))) {
+            seen = Seen::Replaced;
+        }
+    }
+    seen
 }

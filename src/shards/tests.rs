@@ -162,62 +162,34 @@ fn the_view_ages_leases_by_this_processs_clock() {
     ];
     let mut seen = Seen::default();
     let t0 = Instant::now();
-    let at = |s: u64| t0 + Duration::from_secs(s);
-    let (v, stale) = view_of(
-        &leases,
-        &mut seen,
-        &names,
-        3,
-        "a",
-        Duration::from_secs(15),
-        at(0),
-    );
+    // `leases` as listed `s` seconds after the first look, lease duration 15 s.
+    let mut at = |leases: &[Arc<Lease>], s: u64| {
+        let now = t0 + Duration::from_secs(s);
+        view_of(
+            leases,
+            &mut seen,
+            &names,
+            3,
+            "a",
+            Duration::from_secs(15),
+            now,
+        )
+    };
+    let (v, stale) = at(&leases, 0);
     assert_eq!(v.members, BTreeSet::from(["a".into(), "b".into()]));
     assert_eq!(v.holders, [Some("a".into()), Some("b".into()), None]);
     assert!(stale.is_empty());
     // Nothing renewed for 11 s: b is no longer live, its shard still held.
-    let (v, _) = view_of(
-        &leases,
-        &mut seen,
-        &names,
-        3,
-        "a",
-        Duration::from_secs(15),
-        at(11),
-    );
+    let (v, _) = at(&leases, 11);
     assert_eq!(v.members, BTreeSet::from(["a".into()]));
     assert_eq!(v.holders[1], Some("b".into()));
     // 15 s: its shard is free (and so is a's own, not renewed either).
-    let (v, _) = view_of(
-        &leases,
-        &mut seen,
-        &names,
-        3,
-        "a",
-        Duration::from_secs(15),
-        at(15),
-    );
+    let (v, _) = at(&leases, 15);
     assert_eq!(v.holders, [None, None, None]);
     // A renewal (new resourceVersion) makes it fresh again.
     let renewed = vec![lease(&names.shard(1), Some("b"), "9")];
-    let (v, _) = view_of(
-        &renewed,
-        &mut seen,
-        &names,
-        3,
-        "a",
-        Duration::from_secs(15),
-        at(16),
-    );
+    let (v, _) = at(&renewed, 16);
     assert_eq!(v.holders[1], Some("b".into()));
-    let (_, stale) = view_of(
-        &leases[3..4],
-        &mut seen,
-        &names,
-        3,
-        "a",
-        Duration::from_secs(15),
-        at(61),
-    );
+    let (_, stale) = at(&leases[3..4], 61);
     assert_eq!(stale, [member_b]);
 }

@@ -21,7 +21,7 @@ use kura_operator::api::{ConditionStatus, KuraInstance, Phase};
 
 const T: Duration = Duration::from_secs(90);
 
-fn with_host(name: &str, host: Option<&str>, aliases: &[&str]) -> serde_json::Value {
+pub(crate) fn with_host(name: &str, host: Option<&str>, aliases: &[&str]) -> serde_json::Value {
     let mut spec = instance(name, "registry.example/kura:1.0.0");
     if let Some(host) = host {
         spec["spec"]["host"] = json!(host);
@@ -33,7 +33,7 @@ fn with_host(name: &str, host: Option<&str>, aliases: &[&str]) -> serde_json::Va
 }
 
 /// The Ready condition's message once its reason is `HostConflict`.
-async fn host_conflict(instances: &Api<KuraInstance>, name: &str) -> String {
+pub(crate) async fn host_conflict(instances: &Api<KuraInstance>, name: &str) -> String {
     wait_for(&format!("{name} to report HostConflict"), T, || async {
         let s = instances.get(name).await.ok()?.status?;
         let ready = s.conditions.iter().find(|c| c.type_ == "Ready")?;
@@ -50,7 +50,7 @@ async fn host_conflict(instances: &Api<KuraInstance>, name: &str) -> String {
 
 /// Every Ingress (of any namespace the client sees) with a rule for `host`,
 /// as `namespace/name`.
-async fn ingresses_for(client: &Client, host: &str) -> Vec<String> {
+pub(crate) async fn ingresses_for(client: &Client, host: &str) -> Vec<String> {
     let all = Api::<Ingress>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -89,7 +89,7 @@ async fn events(ns: &Api<Event>, name: &str, reason: &str) -> Vec<String> {
         .collect()
 }
 
-fn assert_names(message: &str, parts: &[&str]) {
+pub(crate) fn assert_names(message: &str, parts: &[&str]) {
     for part in parts {
         assert!(message.contains(part), "names {part:?}: {message}");
     }

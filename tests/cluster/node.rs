@@ -12,7 +12,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
-use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kura_operator::api::KuraInstance;
@@ -214,18 +213,7 @@ async fn instance_pod_runs_and_becomes_ready_through_its_real_probe() {
     plane.namespace(&client, ns).await;
 
     // The region's shared class; kura-sim still plays the ingress controller.
-    let classes: Api<IngressClass> = Api::all(client.clone());
-    classes
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": format!("shared-{ns}")},
-                "spec": {"controller": "kura.dev/sim-ingress"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let classes = crate::operator::sim_class(&client, &format!("shared-{ns}")).await;
     // No provisioner on this node: a volume bound in advance to the claim the
     // StatefulSet will create, on a directory the plane's `down` removes.
     let data = plane.state.join("pv-acme");

@@ -324,13 +324,18 @@ pub fn instance(name: &str, image: &str) -> serde_json::Value {
 /// The region's shared ingress class `shared-<namespace>`, served by kura-sim
 /// (which plays the region's ingress controller). Cluster-scoped: delete it at the end.
 pub async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
-    // Served by kura-sim, which plays the region's ingress controller.
-    let classes: Api<IngressClass> = Api::all(ns.client.clone());
+    sim_class(&ns.client, &format!("shared-{}", ns.name)).await
+}
+
+/// The IngressClass `name`, served by kura-sim, which plays the region's
+/// ingress controller.
+pub async fn sim_class(client: &kube::Client, name: &str) -> Api<IngressClass> {
+    let classes: Api<IngressClass> = Api::all(client.clone());
     classes
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": {"name": format!("shared-{}", ns.name)},
+                "metadata": {"name": name},
                 "spec": {"controller": "kura.dev/sim-ingress"},
             }))
             .unwrap(),

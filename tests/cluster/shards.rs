@@ -8,22 +8,29 @@
 mod budget;
 mod failover;
 mod gateways;
+mod hosts;
 mod join;
+mod ledger;
+mod pace;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use crate::operator::{Operator, Options, instance};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase};
+use futures::StreamExt;
+use kube::runtime::watcher;
+use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
 use kura_operator::shard::Shards;
 
 /// The chart's default.
@@ -66,17 +73,7 @@ impl Bench {
             create(&client, &json!({"metadata": {"name": ns}})).await;
         }
         // Served by this plane's kura-sim, which plays the ingress controller.
-        Api::<IngressClass>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "metadata": {"name": format!("shared-{HOME}")},
-                    "spec": {"controller": "kura.dev/sim-ingress"},
-                }))
-                .unwrap(),
-            )
-            .await
-            .unwrap();
+        crate::operator::sim_class(&client, &format!("shared-{HOME}")).await;
         Bench {
             name: name.to_string(),
             plane,
@@ -111,6 +108,38 @@ impl Bench {
         let path = self.plane.state.join(format!("replica-{name}.kubeconfig"));
         std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
         path
+    }
+
+    /// Replicas `a` and `b`, once each holds half the shards; the shards of
+    /// each.
+    async fn two_replicas(&self) -> (Operator, Operator, BTreeMap<String, BTreeSet<u32>>) {
+        let a = self.replica("a");
+        let b = self.replica("b");
+        let half = SHARDS as usize / 2;
+        let held = self
+            .balanced(&[("a", &a, half), ("b", &b, half)], Duration::from_secs(90))
+            .await;
+        (a, b, held)
+    }
+
+    /// One instance per namespace ([`Bench::create_fleet`]), every one
+    /// converged: their applied revisions.
+    async fn converged_fleet(&self) -> BTreeMap<String, Option<String>> {
+        self.create_fleet().await;
+        self.converged(&Default::default(), Duration::from_secs(120))
+            .await
+    }
+
+    /// kura-sim plays the kubelet: the pods of every namespace of the bench
+    /// become Ready `delay` after they start, so a restart is seen.
+    async fn delay_readiness(&self, delay: &str) {
+        let patch = json!({"metadata": {"annotations": {"sim.kura.dev/ready-delay": delay}}});
+        for (ns, _) in &self.namespaces {
+            Api::<Namespace>::all(self.client.clone())
+                .patch(ns, &Default::default(), &kube::api::Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
     }
 
     fn instances(&self, ns: &str) -> Api<KuraInstance> {
@@ -237,6 +266,40 @@ fn fleet_config(memory: &str, rollout: &str) -> String {
     )
 }
 
+/// The rollout section of the budget's tests: one instance at a time.
+const ONE_AT_A_TIME: &str = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
+
+/// Replicas `a` and `b` over a converged fleet at [`ONE_AT_A_TIME`], whose
+/// restarted pods are Ready 2 s after they start (kura-sim), so that a change
+/// of every pod template is paced by the budget; the applied revisions.
+async fn paced(
+    name: &str,
+    offset: u16,
+    per_shard: usize,
+) -> (Bench, Operator, Operator, BTreeMap<String, Option<String>>) {
+    let bench = Bench::start(
+        name,
+        offset,
+        per_shard,
+        fleet_config("256Mi", ONE_AT_A_TIME),
+    )
+    .await;
+    bench.delay_readiness("2s").await;
+    let (a, b, _) = bench.two_replicas().await;
+    let first = bench.converged_fleet().await;
+    (bench, a, b, first)
+}
+
+/// The operator's change of every pod template (the pods' memory), given to
+/// both replicas; when.
+fn change_every_pod(a: &Operator, b: &Operator) -> Instant {
+    let change = fleet_config("320Mi", ONE_AT_A_TIME);
+    let started = Instant::now();
+    a.set_config(&change);
+    b.set_config(&change);
+    started
+}
+
 /// One mutating request of a replica in the audit log.
 #[derive(Debug)]
 struct Write {
@@ -295,4 +358,72 @@ fn written_twice(writes: &[Write]) -> BTreeMap<String, BTreeSet<String>> {
 /// Now, as the audit log writes it.
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+/// StatefulSets of the whole plane not fully Ready now.
+async fn unavailable(client: &Client) -> Option<usize> {
+    let list = Api::<StatefulSet>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    let down = list.items.iter().filter(|s| {
+        let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
+        let status = s.status.clone().unwrap_or_default();
+        status.ready_replicas.unwrap_or(0) < want || status.updated_replicas.unwrap_or(0) < want
+    });
+    Some(down.count())
+}
+
+/// The most StatefulSets of the plane unavailable at once while it runs.
+struct MostUnavailable {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl MostUnavailable {
+    fn start(client: Client) -> MostUnavailable {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut max = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                if let Some(n) = unavailable(&client).await {
+                    max = max.max(n);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
+            }
+            max
+        });
+        MostUnavailable { stop, task }
+    }
+
+    async fn stop(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
+/// Each instance's rollout record as a watch of the test sees it, with when.
+type Timeline = Arc<Mutex<Vec<(Instant, String, Option<RolloutState>)>>>;
+
+fn follow(client: Client) -> (Timeline, tokio::task::JoinHandle<()>) {
+    let timeline: Timeline = Arc::default();
+    let seen = timeline.clone();
+    let task = tokio::spawn(async move {
+        let all: Api<KuraInstance> = Api::all(client);
+        let mut events = watcher(all, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let Ok(watcher::Event::Apply(i) | watcher::Event::InitApply(i)) = event else {
+                continue;
+            };
+            let key = format!(
+                "{}/{}",
+                i.metadata.namespace.unwrap_or_default(),
+                i.metadata.name.unwrap_or_default()
+            );
+            let state = i.status.and_then(|s| s.rollout).map(|r| r.state);
+            seen.lock().unwrap().push((Instant::now(), key, state));
+        }
+    });
+    (timeline, task)
 }

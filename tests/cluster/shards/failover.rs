@@ -13,22 +13,9 @@ async fn two_replicas_share_the_shards_and_a_killed_ones_are_taken_over_during_a
     let bench = Bench::start("shards-fail", 30, 2, fleet_config("256Mi", rollout)).await;
     // kura-sim plays the kubelet: restarted pods are Ready after a while, so
     // the fleet change is still under way when a replica is killed.
-    for (ns, _) in &bench.namespaces {
-        let ns_api: Api<Namespace> = Api::all(bench.client.clone());
-        let patch = json!({"metadata": {"annotations": {"sim.kura.dev/ready-delay": "3s"}}});
-        ns_api
-            .patch(ns, &Default::default(), &kube::api::Patch::Merge(&patch))
-            .await
-            .unwrap();
-    }
-    let mut a = bench.replica("a");
-    let b = bench.replica("b");
-    let replicas = [("a", &a, 2), ("b", &b, 2)];
-    let held = bench.balanced(&replicas, Duration::from_secs(90)).await;
-    bench.create_fleet().await;
-    let first = bench
-        .converged(&Default::default(), Duration::from_secs(120))
-        .await;
+    bench.delay_readiness("3s").await;
+    let (mut a, b, held) = bench.two_replicas().await;
+    let first = bench.converged_fleet().await;
 
     // Each instance names its shard, and was written by its shard's holder only.
     let statuses = bench.statuses().await;

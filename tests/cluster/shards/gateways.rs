@@ -17,15 +17,8 @@ async fn a_gateway_is_collected_only_by_the_shard_that_owns_its_namespace() {
     // instance's Ingresses, which nothing of the gateway's watches: the
     // resync finds it (as in gateways::collection).
     bench.resync = "3s";
-    let a = bench.replica("a");
-    let b = bench.replica("b");
-    let held = bench
-        .balanced(&[("a", &a, 2), ("b", &b, 2)], Duration::from_secs(90))
-        .await;
-    bench.create_fleet().await;
-    bench
-        .converged(&Default::default(), Duration::from_secs(120))
-        .await;
+    let (_a, _b, held) = bench.two_replicas().await;
+    bench.converged_fleet().await;
     let all: Api<KuraGateway> = Api::all(bench.client.clone());
     let gateways = all.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(

@@ -19,15 +19,8 @@ async fn a_joining_replica_takes_shards_without_a_pause_of_the_others() {
         )
         .await,
     );
-    let a = bench.replica("a");
-    let b = bench.replica("b");
-    let before = bench
-        .balanced(&[("a", &a, 2), ("b", &b, 2)], Duration::from_secs(90))
-        .await;
-    bench.create_fleet().await;
-    bench
-        .converged(&Default::default(), Duration::from_secs(120))
-        .await;
+    let (_a, _b, before) = bench.two_replicas().await;
+    bench.converged_fleet().await;
     let identities = bench.holders().await;
 
     // Samples the holders every 100 ms: how long each shard went without one,

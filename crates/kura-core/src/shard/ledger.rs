@@ -63,6 +63,51 @@ pub fn live(entries: Vec<Entry>, now: Timestamp, ttl: Duration) -> Vec<Entry> {
         .collect()
 }
 
+/// How long an entry for an instance the instance cache does not show at
+/// all still counts: a healthy watch lags by far less, and an instance is
+/// in the cluster for longer than that before it holds anything (it was
+/// Ready and queued before its admission; it was created before its grant).
+pub const UNSEEN: Duration = Duration::from_secs(10);
+
+/// What the instance cache (unfiltered: every replica caches the whole
+/// fleet) shows of an entry's instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// The instance of the entry's uid.
+    Instance,
+    /// Another instance of the entry's `namespace/name`: the entry's was
+    /// deleted (and the name taken again).
+    Replaced,
+    /// Neither.
+    Nothing,
+}
+
+/// The instance an entry is for, `namespace/name`: a host's entry names its
+/// owner, an admission's key is the instance.
+pub fn instance_of(entry: &Entry) -> &str {
+    entry.owner.as_deref().unwrap_or(&entry.key)
+}
+
+/// Whether an entry still stands against the caches. The ledger is not a
+/// trusted store (anyone who may write the ConfigMap can add to it), and a
+/// replica may die between its reservation and what would have ended it; so
+/// an entry whose instance is gone holds nothing: at once when another
+/// instance has its name, after [`UNSEEN`] when the cache shows no instance
+/// of it at all. Any other entry stands for its TTL ([`live`]).
+pub fn stands(entry: &Entry, seen: Seen, now: Timestamp) -> bool {
+    match seen {
+        Seen::Instance => true,
+        Seen::Replaced => false,
+        Seen::Nothing => {
+            let unseen = jiff::SignedDuration::try_from(UNSEEN).unwrap_or_default();
+            entry
+                .at
+                .parse::<Timestamp>()
+                .is_ok_and(|at| now.duration_since(at).abs() < unseen)
+        }
+    }
+}
+
 /// `entries` with `entry` in place of any other of its key.
 pub fn with(mut entries: Vec<Entry>, entry: Entry) -> Vec<Entry> {
     entries.retain(|e| e.key != entry.key);

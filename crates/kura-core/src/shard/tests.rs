@@ -239,3 +239,36 @@ fn a_ledger_entry_replaces_its_key_and_names_another_holder() {
         ("ns", "a", true)
     );
 }
+
+/// A forged or stale entry: one for an instance replaced by another of its
+/// name holds nothing; one for an instance no cache shows holds nothing once
+/// a watch would have shown it; one for a cached instance stands.
+#[test]
+fn an_entry_whose_instance_is_gone_holds_nothing() {
+    use ledger::{Seen, stands};
+    let now: jiff::Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+    let fresh = entry("ns/a", "1", "2026-12-01T11:59:58Z");
+    let older = entry("ns/a", "1", "2026-12-01T11:59:40Z");
+    assert!(stands(&fresh, Seen::Instance, now));
+    assert!(stands(&older, Seen::Instance, now));
+    assert!(!stands(&fresh, Seen::Replaced, now));
+    // Not in the cache yet: it may lag a moment behind another replica's.
+    assert!(stands(&fresh, Seen::Nothing, now));
+    assert!(!stands(&older, Seen::Nothing, now));
+    assert!(!stands(&entry("ns/a", "1", "never"), Seen::Nothing, now));
+    // Dated ahead (a hand, or a clock): no longer than one unseen.
+    assert!(!stands(
+        &entry("ns/a", "1", "2026-12-01T12:00:50Z"),
+        Seen::Nothing,
+        now
+    ));
+    assert!(stands(
+        &entry("ns/a", "1", "2026-12-01T12:00:50Z"),
+        Seen::Instance,
+        now
+    ));
+    let mut host = entry("h.example", "1", "t");
+    host.owner = Some("ns/b".into());
+    assert_eq!(ledger::instance_of(&host), "ns/b");
+    assert_eq!(ledger::instance_of(&fresh), "ns/a");
+}
