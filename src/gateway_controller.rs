@@ -81,7 +81,11 @@ fn gateway_of_class(class: IngressClass) -> Option<ObjectRef<KuraGateway>> {
 
 /// The gateway a pod belongs to, by the label its Deployment's template gives it.
 fn gateway_of_pod(pod: &Pod) -> Option<ObjectRef<KuraGateway>> {
-    let name = pod.metadata.labels.as_ref()?.get(crate::keys::LABEL_GATEWAY)?;
+    let name = pod
+        .metadata
+        .labels
+        .as_ref()?
+        .get(crate::keys::LABEL_GATEWAY)?;
     Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
 }
 

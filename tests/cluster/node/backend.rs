@@ -110,6 +110,9 @@ async fn a_backend_answering_503_makes_the_instance_not_ready_naming_the_status(
         .get("acme-0")
         .await
         .unwrap();
-    assert_eq!(same.metadata.uid, uid, "no restart: the check is not rendered");
+    assert_eq!(
+        same.metadata.uid, uid,
+        "no restart: the check is not rendered"
+    );
     drop(op);
 }

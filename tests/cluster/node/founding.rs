@@ -65,9 +65,7 @@ async fn unschedulable_gateway_pod(pods: &Api<Pod>) -> (String, String) {
     .await
 }
 
-fn ready_condition(
-    i: &KuraInstance,
-) -> Option<&kura_operator::api::Condition> {
+fn ready_condition(i: &KuraInstance) -> Option<&kura_operator::api::Condition> {
     i.status
         .as_ref()?
         .conditions
@@ -103,9 +101,13 @@ async fn founding_incident_stranded_gateway_is_reported_and_the_shared_class_hea
     let op = Operator::start_with(&ns, &config("cloud", controller, true), &[], options);
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), &ns);
     // gateway Auto: dedicated in a cloud region.
-    apply_json(&instances, "test", instance("acme", "kura.local/kura-standin:1"))
-        .await
-        .unwrap();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "kura.local/kura-standin:1"),
+    )
+    .await
+    .unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let (pod, scheduler) = unschedulable_gateway_pod(&pods).await;
@@ -131,8 +133,16 @@ async fn founding_incident_stranded_gateway_is_reported_and_the_shared_class_hea
     )
     .await;
     assert_eq!(said.status, ConditionStatus::False);
-    for part in [format!("gateway {gateway}"), format!("pod {pod}"), scheduler.clone()] {
-        assert!(said.message.contains(&part), "{part:?} in {:?}", said.message);
+    for part in [
+        format!("gateway {gateway}"),
+        format!("pod {pod}"),
+        scheduler.clone(),
+    ] {
+        assert!(
+            said.message.contains(&part),
+            "{part:?} in {:?}",
+            said.message
+        );
     }
     wait_for(
         "a PodUnschedulable Event on the gateway",
@@ -159,7 +169,11 @@ async fn founding_incident_stranded_gateway_is_reported_and_the_shared_class_hea
     .await;
     assert_eq!(wedged.reason, "IngressNoAddress", "{wedged:?}");
     for part in [format!("gateway {gateway}"), scheduler.clone()] {
-        assert!(wedged.message.contains(&part), "{part:?} in {:?}", wedged.message);
+        assert!(
+            wedged.message.contains(&part),
+            "{part:?} in {:?}",
+            wedged.message
+        );
     }
     eprintln!("wedged: {}", wedged.message);
 
@@ -190,7 +204,12 @@ async fn founding_incident_stranded_gateway_is_reported_and_the_shared_class_hea
         Duration::from_secs(120),
         || async {
             let none = |n: usize| n == 0;
-            let g = gateways.list(&ListParams::default()).await.ok()?.items.len();
+            let g = gateways
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .len();
             let d = deployments
                 .list(&ListParams::default().labels(GATEWAY_PODS))
                 .await
@@ -248,9 +267,13 @@ async fn negative_control_check_off_and_simulated_address_is_ready_while_nothing
         options,
     );
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), &ns);
-    apply_json(&instances, "test", instance("acme", "kura.local/kura-standin:1"))
-        .await
-        .unwrap();
+    apply_json(
+        &instances,
+        "test",
+        instance("acme", "kura.local/kura-standin:1"),
+    )
+    .await
+    .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let (pod, _) = unschedulable_gateway_pod(&pods).await;
     wait_ready(&instances, "acme").await;
@@ -258,8 +281,17 @@ async fn negative_control_check_off_and_simulated_address_is_ready_while_nothing
         .get("acme")
         .await
         .unwrap();
-    let host = ingress.spec.unwrap().rules.unwrap()[0].host.clone().unwrap();
-    let address = ingress.status.unwrap().load_balancer.unwrap().ingress.unwrap()[0]
+    let host = ingress.spec.unwrap().rules.unwrap()[0]
+        .host
+        .clone()
+        .unwrap();
+    let address = ingress
+        .status
+        .unwrap()
+        .load_balancer
+        .unwrap()
+        .ingress
+        .unwrap()[0]
         .ip
         .clone()
         .unwrap();

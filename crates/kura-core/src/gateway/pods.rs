@@ -94,7 +94,8 @@ mod tests {
         .unwrap()
     }
 
-    const NO_PORTS: &str = "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.";
+    const NO_PORTS: &str =
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.";
 
     #[test]
     fn a_pod_the_scheduler_cannot_place_is_named_with_the_schedulers_message() {
@@ -105,7 +106,9 @@ mod tests {
         assert_eq!(u.reason, NO_PORTS);
         assert_eq!(
             report("gw-a", &[u.clone(), u]).unwrap(),
-            format!("gateway gw-a: pod gw-a-0 cannot be scheduled: {NO_PORTS} (and 1 more of its pods)")
+            format!(
+                "gateway gw-a: pod gw-a-0 cannot be scheduled: {NO_PORTS} (and 1 more of its pods)"
+            )
         );
     }
 
@@ -114,8 +117,10 @@ mod tests {
         let placed = pod(json!([{"type": "PodScheduled", "status": "True"}]));
         assert_eq!(unschedulable(&placed), None);
         assert_eq!(unschedulable(&pod(json!([]))), None);
-        let mut leaving = pod(json!([{"type": "PodScheduled", "status": "False", "message": NO_PORTS}]));
-        leaving.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+        let mut leaving =
+            pod(json!([{"type": "PodScheduled", "status": "False", "message": NO_PORTS}]));
+        leaving.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
         assert_eq!(unschedulable(&leaving), None);
         assert_eq!(report("gw-a", &[]), None);
     }
@@ -129,8 +134,20 @@ mod tests {
         let before = unschedulable(&p);
         compact(&mut p);
         assert!(p.spec.is_none() && p.metadata.annotations.is_none());
-        assert_eq!(p.status.as_ref().unwrap().conditions.as_ref().unwrap().len(), 1);
-        assert!(p.metadata.labels.is_some(), "the labels map it to its gateway");
+        assert_eq!(
+            p.status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .as_ref()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(
+            p.metadata.labels.is_some(),
+            "the labels map it to its gateway"
+        );
         assert_eq!(unschedulable(&p), before);
     }
 }

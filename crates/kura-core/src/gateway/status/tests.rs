@@ -213,7 +213,8 @@ fn take_backs_are_counted_named_and_reported() {
 #[test]
 fn a_pod_the_scheduler_cannot_place_makes_the_gateway_not_ready_naming_it_once() {
     let d = desired();
-    let reason = "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.";
+    let reason =
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.";
     let stuck = Observed {
         name: "gw-acme".into(),
         managed: true,
@@ -228,7 +229,11 @@ fn a_pod_the_scheduler_cannot_place_makes_the_gateway_not_ready_naming_it_once()
     assert_eq!(ready.status, ConditionStatus::False);
     assert_eq!(ready.reason, POD_UNSCHEDULABLE);
     for part in ["gateway gw-acme", "pod gw-acme-5d8f-x2x", reason] {
-        assert!(ready.message.contains(part), "{part:?} in {:?}", ready.message);
+        assert!(
+            ready.message.contains(part),
+            "{part:?} in {:?}",
+            ready.message
+        );
     }
     let notes = notes_for(&stuck.status, &s, &Outcome::Converged);
     assert_eq!(notes.len(), 1, "{notes:?}");

@@ -97,5 +97,9 @@ fn a_gateway_with_host_ports_binds_80_and_443_on_its_node() {
         .collect();
     assert_eq!(bound, [(80, 8080), (443, 8443)]);
     let without = render_with(&example("acme-eu"), &super::config());
-    assert!(find(&without, "KuraGateway")[0].body()["spec"].get("hostPorts").is_none());
+    assert!(
+        find(&without, "KuraGateway")[0].body()["spec"]
+            .get("hostPorts")
+            .is_none()
+    );
 }
