@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject};
@@ -24,7 +24,7 @@ pub use crate::time::jitter;
 use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
 use crate::context::Context;
-use crate::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use crate::keys::{LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY_VALUE};
 
 use crate::kind::ChildKind;
 use crate::reconcile::labelled::Labelled;
@@ -67,6 +67,14 @@ impl Scope {
     fn managed(&self) -> watcher::Config {
         self.watch_config()
             .labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
+    }
+
+    /// The dedicated gateways' pods only (their Deployments' template labels):
+    /// never an instance's pods, never anyone else's.
+    fn gateway_pods(&self) -> watcher::Config {
+        self.watch_config().labels(&format!(
+            "{LABEL_MANAGED_BY}={MANAGED_BY_VALUE},{LABEL_NAME}=kura-gateway"
+        ))
     }
 }
 
@@ -241,6 +249,8 @@ pub struct GatewayStreams {
     pub services: Shared<PartialObjectMeta<Service>>,
     pub ingress_classes: Shared<IngressClass>,
     pub instances: Shared<KuraInstance>,
+    /// The gateways' pods: a pod the scheduler cannot place is reported.
+    pub pods: Shared<Pod>,
 }
 
 /// The instance controller's streams (with every cache) and the gateway
@@ -293,6 +303,12 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
         scope.api::<PartialObjectMeta<Deployment>>(),
         scope.managed(),
     );
+    // Metadata and the PodScheduled condition only: what the gateway reports.
+    let (pod_store, pods) = reflect_trimmed(
+        scope.api::<Pod>(),
+        scope.gateway_pods(),
+        kura_core::gateway::pods::compact,
+    );
     let [instances, gateway_instances, budget_instances] = fan_out(instances);
     let [gateways, gateway_gateways, gateways_touched] = fan_out(gateways);
     let [services, gateway_services] = fan_out(services);
@@ -304,6 +320,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
         services: gateway_services,
         ingress_classes: gateway_classes,
         instances: gateway_instances,
+        pods,
     };
     let instance = Streams {
         stores: Stores {
@@ -318,6 +335,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
             pod_disruption_budgets: pdb,
             network_policies: np,
             deployments: dep,
+            gateway_pods: pod_store,
             claims,
             labelled,
             foreign: Default::default(),

@@ -5,14 +5,15 @@
 //! Triggers, all event-driven (the resync is a safety net): the gateway itself
 //! (a spec, label, annotation or finalizer change, not its own status write),
 //! its Deployment and Service (owned), its IngressClass (mapped back by the
-//! labels the class carries, or its name), and the instances that use it (an instance that
-//! goes away may leave it unused).
+//! labels the class carries, or its name), the instances that use it (an instance that
+//! goes away may leave it unused), and its pods (one the scheduler cannot place).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
@@ -76,6 +77,16 @@ fn gateway_of_class(class: IngressClass) -> Option<ObjectRef<KuraGateway>> {
         Some((namespace.to_string(), name.to_string()))
     })?;
     Some(ObjectRef::new(&name).within(&namespace))
+}
+
+/// The gateway a pod belongs to, by the label its Deployment's template gives it.
+fn gateway_of_pod(pod: &Pod) -> Option<ObjectRef<KuraGateway>> {
+    let name = pod
+        .metadata
+        .labels
+        .as_ref()?
+        .get(crate::keys::LABEL_GATEWAY)?;
+    Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
 }
 
 /// A standby reconciles nothing (every gateway is reconciled when it starts
@@ -184,6 +195,12 @@ pub fn gateway_controller(
         .watches_stream(
             streams.instances,
             q.mapped(|i: KuraInstance| gateways_of(&i)),
+        )
+        // Its pods: one the scheduler cannot place is reported, and no more
+        // once placed or gone (the cache keeps their PodScheduled condition only).
+        .watches_stream(
+            streams.pods,
+            q.mapped(|p: Pod| gateway_of_pod(&p).into_iter().collect()),
         )
         .reconcile_all_on(q.all(leading, ctx.stores.gateways.clone()))
         .graceful_shutdown_on(shutdown)

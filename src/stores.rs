@@ -6,7 +6,7 @@ pub mod foreign;
 pub mod labelled;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -32,6 +32,9 @@ pub struct Stores {
     pub pod_disruption_budgets: Store<PartialObjectMeta<PodDisruptionBudget>>,
     pub network_policies: Store<PartialObjectMeta<NetworkPolicy>>,
     pub deployments: Store<PartialObjectMeta<Deployment>>,
+    /// The dedicated gateways' pods (by label), their names, labels and
+    /// `PodScheduled` condition only (`kura_core::gateway::pods::compact`).
+    pub gateway_pods: Store<Pod>,
     /// Who holds which host, kept up to date from the instance and Ingress watches.
     pub claims: std::sync::Arc<crate::claims::Claims>,
     /// The children above by the instance they are labelled as, kept up to
@@ -149,6 +152,49 @@ impl Stores {
     pub fn ingress_class(&self, name: &str) -> Option<std::sync::Arc<IngressClass>> {
         self.ingress_classes.get(&ObjectRef::new(name))
     }
+
+    /// What keeps the gateway serving `class` from serving, said by its
+    /// pods: `gateway <name>: pod <pod> cannot be scheduled: <the scheduler's
+    /// message>`; `None` for a class of no gateway, or one whose pods are placed.
+    pub fn gateway_trouble(&self, class: &IngressClass) -> Option<String> {
+        let (namespace, name) = class_gateway(class)?;
+        let stuck = self.unschedulable_gateway_pods(&namespace, &name);
+        kura_core::gateway::pods::report(&name, &stuck)
+    }
+
+    /// The pods of gateway `namespace/name` the scheduler cannot place, by pod name.
+    pub fn unschedulable_gateway_pods(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<kura_core::gateway::pods::Unschedulable> {
+        let mut stuck: Vec<_> = self
+            .gateway_pods
+            .state()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(crate::keys::LABEL_GATEWAY))
+                    .is_some_and(|g| g == name)
+            })
+            .filter_map(|p| kura_core::gateway::pods::unschedulable(p))
+            .collect();
+        stuck.sort_by(|a, b| a.pod.cmp(&b.pod));
+        stuck
+    }
+}
+
+/// The gateway (namespace, name) a class was made for, by the labels the
+/// operator puts on its gateways' classes.
+pub fn class_gateway(class: &IngressClass) -> Option<(String, String)> {
+    let labels = class.metadata.labels.as_ref()?;
+    Some((
+        labels.get(crate::keys::LABEL_GATEWAY_NAMESPACE)?.clone(),
+        labels.get(crate::keys::LABEL_GATEWAY)?.clone(),
+    ))
 }
 
 /// A cache of one kind, whatever the type it holds.

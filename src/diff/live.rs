@@ -73,6 +73,8 @@ impl LiveBuilder {
         let (pdbs, pdbs_w) = reflector::store();
         let (network_policies, network_policies_w) = reflector::store();
         let (deployments, deployments_w) = reflector::store();
+        // The preview lists no pods: what the scheduler says is activation's, not a change.
+        let (gateway_pods, _) = reflector::store();
         LiveBuilder {
             keep_owned,
             live: Live {
@@ -88,6 +90,7 @@ impl LiveBuilder {
                     pod_disruption_budgets: pdbs,
                     network_policies,
                     deployments,
+                    gateway_pods,
                     claims: std::sync::Arc::new(Claims::new(
                         crate::claims::index::DEFAULT_RESERVATION,
                         None,

@@ -165,11 +165,7 @@ fn gateway_of(class: &IngressClass) -> Option<(&str, &str, &str)> {
 /// The gateway a class event concerns, to reconcile it (a deleted class is
 /// created again).
 pub fn class_owner(class: &IngressClass) -> Option<(String, String)> {
-    let labels = class.metadata.labels.as_ref()?;
-    Some((
-        labels.get(LABEL_GATEWAY_NAMESPACE)?.clone(),
-        labels.get(LABEL_GATEWAY)?.clone(),
-    ))
+    crate::stores::class_gateway(class)
 }
 
 /// Deletes every class the operator created for a gateway (in `namespace`,

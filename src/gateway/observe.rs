@@ -57,7 +57,10 @@ pub fn observe(
             Some((id, live))
         })
         .collect();
+    let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
     Observed {
+        name: name.to_string(),
+        unschedulable: stores.unschedulable_gateway_pods(namespace, name),
         generation: gw.metadata.generation,
         status,
         managed: owner(&gw.metadata, ChildKind::KuraGateway, "", "") == Owner::Ours,

@@ -57,6 +57,8 @@ pub struct IngressFacts {
     pub class_name: String,
     pub live: Option<Arc<Ingress>>,
     pub class: Option<Arc<IngressClass>>,
+    /// The class's gateway cannot serve it: a pod of it the scheduler cannot place.
+    pub gateway_trouble: Option<String>,
 }
 
 /// Whether the applied revision is active, from the caches. `rolling_out`: see [`activation`].
@@ -74,14 +76,16 @@ pub fn gather(desired: &Desired, stores: &Stores) -> (Option<Arc<StatefulSet>>, 
             _ => {
                 if let Some(spec) = o.manifest.ingress_spec() {
                     let class_name = spec.ingress_class_name.clone();
+                    let class = stores.ingress_class(&class_name);
                     ingresses.push(IngressFacts {
+                        gateway_trouble: class.as_deref().and_then(|c| stores.gateway_trouble(c)),
                         name: o.id.name.clone(),
                         host: spec
                             .rules
                             .first()
                             .map(|r| r.host.clone())
                             .unwrap_or_default(),
-                        class: stores.ingress_class(&class_name),
+                        class,
                         class_name,
                         live: stores.ingress(&o.id),
                     });
@@ -174,12 +178,17 @@ pub fn activation(
             .and_then(|i| i.status.as_ref()?.load_balancer.as_ref()?.ingress.as_ref())
             .is_some_and(|lb| lb.iter().any(|a| a.ip.is_some() || a.hostname.is_some()));
         if !has_address {
-            let cause = match &ing.class {
-                None => format!(
+            let cause = match (&ing.class, &ing.gateway_trouble) {
+                (None, _) => format!(
                     "ingress class {} does not exist (no controller serves it)",
                     ing.class_name
                 ),
-                Some(class) => format!(
+                // The founding incident's cause, said (docs/incidents.md #1).
+                (Some(_), Some(trouble)) => format!(
+                    "ingress class {} has no running controller: {trouble}",
+                    ing.class_name
+                ),
+                (Some(class), None) => format!(
                     "ingress class {} (controller {}) has not given it an address: is that controller running?",
                     ing.class_name,
                     class

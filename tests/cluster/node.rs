@@ -938,5 +938,7 @@ async fn forced_and_acknowledged(instances: &Api<KuraInstance>, token: &str) {
     .await;
 }
 
+mod backend;
+mod founding;
 mod ingress;
 mod memory;

@@ -2,8 +2,11 @@
 What the operator does in the namespaces it watches: reconcile KuraInstances
 into their children and KuraGateways. Bound cluster-wide (ClusterRole) or, with
 watchNamespace, in that namespace only (Role). Never Secrets (env values from
-Secrets are references the kubelet resolves), never Pods (availability comes
-from workload status), never PersistentVolumeClaims (data is never deleted).
+Secrets are references the kubelet resolves), never PersistentVolumeClaims (data
+is never deleted). Pods: read only, and only the dedicated gateways' (a label
+selector; the operator keeps their names, labels and PodScheduled condition), to
+report a gateway pod the scheduler cannot place; an instance's availability
+comes from its StatefulSet's status.
 */}}
 {{- define "kura-operator.watchedRules" -}}
 # Watch instances; patch only the operator's own metadata on them (the spec is the user's).
@@ -52,6 +55,11 @@ from workload status), never PersistentVolumeClaims (data is never deleted).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# A dedicated gateway's pod the scheduler cannot place is reported, with the
+# scheduler's reason (watched by label: app.kubernetes.io/name=kura-gateway).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
 # Events on instances: a force re-apply, a rollout, a stall are recorded there.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

@@ -39,6 +39,10 @@ pub struct GatewayDefaults {
     /// only classes of `traefik.io/ingress-controller`.
     pub controller: String,
     pub replicas: i32,
+    /// Dedicated gateways also bind :80/:443 on their node (hostPort), where
+    /// no load balancer gives their Service an address. Off by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_ports: bool,
 }
 
 impl Default for GatewayDefaults {
@@ -47,6 +51,7 @@ impl Default for GatewayDefaults {
             image: "docker.io/library/traefik:v3.6.12".into(),
             controller: "traefik.io/ingress-controller".into(),
             replicas: 1,
+            host_ports: false,
         }
     }
 }

@@ -5,5 +5,6 @@
 
 pub mod observed;
 pub mod plan;
+pub mod pods;
 pub mod status;
 pub mod validate;

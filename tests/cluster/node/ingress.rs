@@ -25,21 +25,21 @@ use super::{NODE_LOCK, NodePlane};
 use crate::operator::{Operator, Options, instance, wait_ready};
 use crate::support::{self, apply_json, external_plane, wait_for};
 
-const SHARED_CLASS: &str = "kura-shared";
+pub(super) const SHARED_CLASS: &str = "kura-shared";
 const CONTROLLER_NAMESPACE: &str = "kura-ingress";
 
 /// A node with its ingress controller: the plane's (KURA_TEST_KUBECONFIG) or
 /// one of the test's own. Dropped, it deletes what the test made on the plane
 /// (namespaces, volumes), then the test's own plane goes (fields drop in order).
-struct IngressNode {
-    client: Client,
+pub(super) struct IngressNode {
+    pub(super) client: Client,
     /// The node's address: where the controller listens, and what it publishes.
-    address: String,
-    kubeconfig: Option<PathBuf>,
+    pub(super) address: String,
+    pub(super) kubeconfig: Option<PathBuf>,
     /// Where the test's hostPath volumes go.
     volumes: PathBuf,
     /// What to delete at the end: (resource, name).
-    made: std::sync::Mutex<Vec<(&'static str, String)>>,
+    pub(super) made: std::sync::Mutex<Vec<(&'static str, String)>>,
     _own: Option<NodePlane>,
     /// One test at a time: they share the node's controller (one stops it).
     _turn: tokio::sync::MutexGuard<'static, ()>,
@@ -73,7 +73,7 @@ impl Drop for IngressNode {
 
 impl IngressNode {
     /// None (and the reason printed) where no node can be had.
-    async fn get(prefix: &str) -> Option<IngressNode> {
+    pub(super) async fn get(prefix: &str) -> Option<IngressNode> {
         if external_plane() {
             let turn = NODE_LOCK.lock().await;
             let client = support::client().await;
@@ -119,7 +119,7 @@ impl IngressNode {
         })
     }
 
-    async fn namespace(&self, prefix: &str) -> String {
+    pub(super) async fn namespace(&self, prefix: &str) -> String {
         let suffix = format!("{:x}", std::process::id() ^ rand_suffix());
         let name = format!("{prefix}-{}", &suffix[suffix.len().saturating_sub(6)..]);
         Api::<Namespace>::all(self.client.clone())
@@ -135,7 +135,7 @@ impl IngressNode {
 
     /// No provisioner on the node: a volume bound in advance to the claim the
     /// StatefulSet will create, on a directory removed at the end.
-    async fn volume_for(&self, ns: &str, claim: &str) {
+    pub(super) async fn volume_for(&self, ns: &str, claim: &str) {
         let dir = self.volumes.join(format!("{ns}-{claim}"));
         std::fs::create_dir_all(&dir).unwrap();
         let name = format!("{ns}-{claim}");
@@ -178,10 +178,26 @@ fn internal_ip(node: &Node) -> Option<String> {
         .map(|a| a.address.clone())
 }
 
+/// The node's controller image (scripts/images.sh traefik), which the
+/// dedicated gateways run too: `kura.local/traefik:<the version built>`.
+pub(super) fn traefik_image() -> String {
+    let version =
+        std::fs::read_to_string(support::repo().join("hack/control-plane/traefik/go.mod"))
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                let mut words = l.split_whitespace();
+                (words.next() == Some("github.com/traefik/traefik/v3"))
+                    .then(|| words.next().unwrap().to_string())
+            })
+            .unwrap();
+    format!("kura.local/traefik:{version}")
+}
+
 /// The operator's configuration: one region whose shared class is the node's.
 /// "cloud": the instance's pods are bridged (a host-network region would put
 /// its :8080 on the host).
-fn node_config() -> String {
+pub(super) fn node_config() -> String {
     format!(
         "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: example.com/none\n  replicas: 1\n\
          regions:\n  r1:\n    network: cloud\n    sharedIngressClass: {SHARED_CLASS}\n    domain: kura.test\n"
@@ -191,7 +207,7 @@ fn node_config() -> String {
 /// `GET path` with `Host: host`, sent to `address:port` as a client outside
 /// the cluster sends it to the address an Ingress reports: the status code and
 /// body, or what failed (connection refused, timed out).
-async fn http_get(
+pub(super) async fn http_get(
     address: &str,
     port: u16,
     host: &str,
@@ -228,7 +244,7 @@ async fn http_get(
 
 /// Waits (2 min at most) until `GET http://host/up` sent to `address:port`
 /// answers 200, and returns the body; the timeout names the last answer.
-async fn answers_200(address: &str, port: u16, host: &str) -> String {
+pub(super) async fn answers_200(address: &str, port: u16, host: &str) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         let last = http_get(address, port, host, "/up").await;
@@ -387,18 +403,9 @@ async fn dedicated_gateway_runs_the_controller_serving_only_its_class() {
         .lock()
         .unwrap()
         .push(("clusterrolebinding", binding));
-    let version =
-        std::fs::read_to_string(support::repo().join("hack/control-plane/traefik/go.mod"))
-            .unwrap()
-            .lines()
-            .find_map(|l| {
-                let mut words = l.split_whitespace();
-                (words.next() == Some("github.com/traefik/traefik/v3"))
-                    .then(|| words.next().unwrap().to_string())
-            })
-            .unwrap();
+    let image = traefik_image();
     let config = format!(
-        "gateway:\n  image: kura.local/traefik:{version}\n  controller: traefik.io/ingress-controller\n  replicas: 1\n\
+        "gateway:\n  image: {image}\n  controller: traefik.io/ingress-controller\n  replicas: 1\n\
          regions:\n  r1:\n    network: cloud\n    sharedIngressClass: {SHARED_CLASS}\n    domain: kura.test\n"
     );
     let options = Options {

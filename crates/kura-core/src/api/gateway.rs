@@ -54,6 +54,13 @@ pub struct KuraGatewaySpec {
     /// The ingress controller implementation name written to `IngressClass.spec.controller`.
     #[schemars(length(min = 1, max = 253))]
     pub controller: String,
+    /// Bind :80 and :443 on the node (hostPort) as well as the LoadBalancer
+    /// Service: for clusters where no load balancer gives the Service an
+    /// address (bare metal). One such pod per node: a second one, or the
+    /// node's own ingress controller, holds the ports, and the pod cannot
+    /// schedule (docs/incidents.md #1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_ports: bool,
     #[schemars(length(min = 1, max = 255))]
     pub image: String,
     #[serde(default = "one")]

@@ -3,12 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::pods::Unschedulable;
 use crate::api::KuraGatewayStatus;
 use crate::plan::LiveChild;
 use crate::render::ObjectId;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observed {
+    /// The gateway's name, as its reports say it.
+    pub name: String,
     pub generation: Option<i64>,
     /// The status to decide from (the cache's, or a fresher one this process wrote).
     pub status: KuraGatewayStatus,
@@ -22,4 +25,6 @@ pub struct Observed {
     pub old_manager: BTreeSet<ObjectId>,
     /// This process applied these very inputs within `plan::SETTLE`.
     pub just_applied: bool,
+    /// Its pods the scheduler cannot place (from the operator's pod cache).
+    pub unschedulable: Vec<Unschedulable>,
 }

@@ -21,6 +21,8 @@ use crate::validate::ValidationErrors;
 pub const MANAGED: &str = "Managed";
 /// Specific: who keeps the gateway.
 pub const IN_USE: &str = "InUse";
+/// Ready's reason while a pod of the gateway cannot be scheduled.
+pub const POD_UNSCHEDULABLE: &str = "PodUnschedulable";
 
 #[derive(Debug)]
 pub enum Outcome {
@@ -257,14 +259,26 @@ fn serving(s: &mut KuraGatewayStatus, i: &StatusInputs) -> Vec<Condition> {
         .map(|o| o.id.name.clone())
         .unwrap_or_default();
     let revision = short(s.applied_revision.as_deref().unwrap_or_default());
-    vec![
-        i.condition(VALID, True, "Valid", String::new()),
-        i.condition(
+    // Applied is not serving while the scheduler cannot place a pod: the
+    // founding incident's gateway (docs/incidents.md #1) was applied, and
+    // Pending for hours.
+    let ready = match super::pods::report(&i.observed.name, &i.observed.unschedulable) {
+        Some(why) => i.condition(
+            READY,
+            False,
+            POD_UNSCHEDULABLE,
+            format!("revision {revision} applied for ingress class {class}; {why}"),
+        ),
+        None => i.condition(
             READY,
             True,
             "Applied",
             format!("revision {revision} serves ingress class {class}"),
         ),
+    };
+    vec![
+        i.condition(VALID, True, "Valid", String::new()),
+        ready,
         i.condition(RECONCILING, False, "Applied", String::new()),
         i.condition(STALLED, False, "Applied", String::new()),
     ]
@@ -291,7 +305,11 @@ pub fn notes_for(
             sent,
             released,
             ..
-        } => applied_notes(new, reasons, sent, released),
+        } => {
+            let mut notes = applied_notes(new, reasons, sent, released);
+            notes.extend(unschedulable_note(new).filter(|_| ready_news()));
+            notes
+        }
         Outcome::Invalid(errors) => {
             let changed = find(&prev.conditions, VALID).is_none_or(|c| {
                 c.status != ConditionStatus::False || c.message != errors.to_string()
@@ -314,8 +332,20 @@ pub fn notes_for(
             };
             vec![Note::new(NoteType::Warning, reason, failure.to_string())]
         }
+        Outcome::Converged if ready_news() => unschedulable_note(new).into_iter().collect(),
         _ => Vec::new(),
     }
+}
+
+/// A Warning when Ready starts to name a pod the scheduler cannot place
+/// (or another one, or another reason).
+fn unschedulable_note(new: &KuraGatewayStatus) -> Option<Note> {
+    let ready = find(&new.conditions, READY).filter(|c| c.reason == POD_UNSCHEDULABLE)?;
+    Some(Note::new(
+        NoteType::Warning,
+        POD_UNSCHEDULABLE,
+        ready.message.clone(),
+    ))
 }
 
 fn applied_notes(

@@ -45,6 +45,7 @@ mod tests {
                 ingress_class_name: class.into(),
                 controller: "example.com/c".into(),
                 image: "registry.example/gw:1".into(),
+                host_ports: false,
                 replicas: 1,
             },
         );

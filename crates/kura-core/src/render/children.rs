@@ -349,6 +349,7 @@ pub fn gateway(instance: &ValidatedInstance, config: &OperatorConfig) -> Option<
     let spec = GatewaySpec {
         account: instance.account.clone(),
         controller: config.gateway.controller.clone(),
+        host_ports: config.gateway.host_ports,
         image: config.gateway.image.clone(),
         ingress_class_name: instance.gateway.ingress_class_name.clone(),
         region: instance.region.clone(),

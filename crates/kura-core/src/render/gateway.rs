@@ -20,6 +20,13 @@ constants! {
         { "name": "http", "containerPort": 8080, "protocol": "TCP" },
         { "name": "https", "containerPort": 8443, "protocol": "TCP" },
     ],
+    // The same ports, also bound on the node (`spec.hostPorts`): the
+    // scheduler places at most one such pod per node, and none beside another
+    // holder of :80/:443 (a node's own ingress controller).
+    CONTROLLER_HOST_PORTS = [
+        { "containerPort": 8080, "hostPort": 80, "name": "http", "protocol": "TCP" },
+        { "containerPort": 8443, "hostPort": 443, "name": "https", "protocol": "TCP" },
+    ],
     CONTROLLER_SECURITY = {
         "allowPrivilegeEscalation": false,
         "capabilities": { "drop": ["ALL"] },
@@ -145,7 +152,11 @@ fn deployment(gw: &KuraGateway, who: &Identity) -> Manifest {
         args: controller_args(who),
         image: gw.spec.image.clone(),
         name: "controller",
-        ports: Constant::of(&CONTROLLER_PORTS),
+        ports: if gw.spec.host_ports {
+            Constant::of(&CONTROLLER_HOST_PORTS)
+        } else {
+            Constant::of(&CONTROLLER_PORTS)
+        },
         security_context: Constant::of(&CONTROLLER_SECURITY),
     };
     Manifest {

@@ -205,6 +205,9 @@ pub struct ServiceBackend {
 pub struct GatewaySpec {
     pub account: String,
     pub controller: String,
+    /// Absent unless set: an unchanged configuration renders what it did.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub host_ports: bool,
     pub image: String,
     pub ingress_class_name: String,
     pub region: String,

@@ -50,6 +50,7 @@ fn example_gateway() -> crate::api::KuraGateway {
             ingress_class_name: "kura-gw.kura.globex-eu-west-1".into(),
             controller: "k8s.io/ingress-nginx".into(),
             image: "registry.k8s.io/ingress-nginx/controller:v1.11.2".into(),
+            host_ports: false,
             replicas: 2,
         },
     );

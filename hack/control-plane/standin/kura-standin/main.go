@@ -12,6 +12,14 @@
 // with a broken configuration stays unready as the real cache's would. Its
 // answers to /up name the account (header X-Kura-Account, from KURA_ACCOUNT).
 // GET / returns the configuration it serves, as JSON.
+//
+// For the tests of a backend that fails behind a working route: with
+// STANDIN_UNAVAILABLE_PATH set (an instance's spec.env, e.g. /health), it
+// answers that path with 503 (naming the account too), while /up, its probes'
+// path, stays 200, so the pod stays Ready and its route in the ingress
+// controller stays: a request through the ingress for that path reaches this
+// backend and gets its 503, not the controller's 404 for a pod dropped from
+// the endpoints.
 package main
 
 import (
@@ -81,6 +89,12 @@ func main() {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if path := os.Getenv("STANDIN_UNAVAILABLE_PATH"); path != "" && path != "/up" && path != "/" {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-Kura-Account", os.Getenv("KURA_ACCOUNT"))
+			http.Error(w, "unavailable (STANDIN_UNAVAILABLE_PATH)", http.StatusServiceUnavailable)
+		})
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"standIn": true, "config": cfg, "valid": cfgErr == nil})

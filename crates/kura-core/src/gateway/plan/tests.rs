@@ -23,6 +23,7 @@ pub(crate) fn gateway() -> KuraGateway {
             ingress_class_name: "kura-gw.ns.gw-acme".into(),
             controller: "example.com/c".into(),
             image: "registry.example/gw:1".into(),
+            host_ports: false,
             replicas: 1,
         },
     );

@@ -204,3 +204,54 @@ fn take_backs_are_counted_named_and_reported() {
     assert_eq!(held, observed.status, "a hold changes nothing");
     assert!(notes_for(&observed.status, &held, &hold).is_empty());
 }
+
+/// Item 2 of issue 23 (docs/incidents.md #1): an applied gateway whose pod
+/// the scheduler cannot place is not Ready, naming the gateway, the pod and
+/// the scheduler's message, and says it once in a Warning; placed again, it
+/// is Ready. Without the pod cache's report it said Ready ("serves ingress
+/// class …") with its only pod Pending.
+#[test]
+fn a_pod_the_scheduler_cannot_place_makes_the_gateway_not_ready_naming_it_once() {
+    let d = desired();
+    let reason =
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.";
+    let stuck = Observed {
+        name: "gw-acme".into(),
+        managed: true,
+        unschedulable: vec![crate::gateway::pods::Unschedulable {
+            pod: "gw-acme-5d8f-x2x".into(),
+            reason: reason.into(),
+        }],
+        ..Default::default()
+    };
+    let s = compute_for(&stuck, &d, &Outcome::Converged, Some("KuraInstance a"));
+    let ready = cond(&s, READY);
+    assert_eq!(ready.status, ConditionStatus::False);
+    assert_eq!(ready.reason, POD_UNSCHEDULABLE);
+    for part in ["gateway gw-acme", "pod gw-acme-5d8f-x2x", reason] {
+        assert!(
+            ready.message.contains(part),
+            "{part:?} in {:?}",
+            ready.message
+        );
+    }
+    let notes = notes_for(&stuck.status, &s, &Outcome::Converged);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0].reason, POD_UNSCHEDULABLE);
+    assert_eq!(notes[0].note, ready.message);
+    // Said once: the same state again is no news.
+    let again = Observed {
+        status: s.clone(),
+        ..stuck.clone()
+    };
+    let s2 = compute_for(&again, &d, &Outcome::Converged, Some("KuraInstance a"));
+    assert!(notes_for(&s, &s2, &Outcome::Converged).is_empty());
+    // Placed: Ready again.
+    let placed = Observed {
+        status: s2,
+        unschedulable: vec![],
+        ..stuck
+    };
+    let s3 = compute_for(&placed, &d, &Outcome::Converged, Some("KuraInstance a"));
+    assert_eq!(cond(&s3, READY).status, ConditionStatus::True);
+}

@@ -60,3 +60,46 @@ fn founding_incident_auto_instance_moving_from_cloud_to_host_region_changes_revi
     // An ingress class is nothing a pod cares about: the pods must not roll (docs/incidents.md #4).
     assert_eq!(before.pod_template_hash, after.pod_template_hash);
 }
+
+/// A dedicated gateway of a configuration with `gateway.hostPorts` binds
+/// :80/:443 on its node (its container's 8080/8443), so the scheduler places
+/// it only where those ports are free: on a single bare-metal node with an
+/// ingress controller of its own, never (the founding incident's gateway).
+/// Without the setting nothing changes: no hostPort, the same spec rendered
+/// for the instance (the golden revisions hold that).
+#[test]
+fn a_gateway_with_host_ports_binds_80_and_443_on_its_node() {
+    let mut config = config();
+    config.gateway.host_ports = true;
+    let desired = render_with(&example("acme-eu"), &config);
+    let gateway = find(&desired, "KuraGateway")[0].body();
+    assert_eq!(gateway["spec"]["hostPorts"], true);
+    let mut gw = example_gateway();
+    gw.spec.host_ports = true;
+    let rendered = crate::render::gateway::render_gateway(&gw);
+    let deployment = rendered
+        .objects
+        .iter()
+        .find(|o| o.id.kind == crate::kind::ChildKind::Deployment)
+        .unwrap()
+        .body();
+    let ports = &deployment["spec"]["template"]["spec"]["containers"][0]["ports"];
+    let bound: Vec<(i64, i64)> = ports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["hostPort"].as_i64().unwrap(),
+                p["containerPort"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(bound, [(80, 8080), (443, 8443)]);
+    let without = render_with(&example("acme-eu"), &super::config());
+    assert!(
+        find(&without, "KuraGateway")[0].body()["spec"]
+            .get("hostPorts")
+            .is_none()
+    );
+}
