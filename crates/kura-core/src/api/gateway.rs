@@ -58,7 +58,7 @@ pub struct KuraGatewaySpec {
     /// Service: for clusters where no load balancer gives the Service an
     /// address (bare metal). One such pod per node: a second one, or the
     /// node's own ingress controller, holds the ports, and the pod cannot
-    /// schedule (docs/incidents.md #1).
+    /// schedule: the gateway then reports `PodUnschedulable`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host_ports: bool,
     #[schemars(length(min = 1, max = 255))]
