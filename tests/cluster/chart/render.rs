@@ -276,9 +276,13 @@ fn schema_rejects_bad_values_naming_the_field() {
     assert!(out.ok, "{}", out.stderr);
 }
 
-/// Wildcards, Secrets, Pods and PersistentVolumeClaims never appear, in any mode.
+/// Wildcards, Secrets and PersistentVolumeClaims never appear, in any mode,
+/// and Pods only to be listed and watched: the operator reports a dedicated
+/// gateway's pod the scheduler cannot place (it caches the gateways' pods by
+/// label, their name, labels and `PodScheduled` condition), and nothing else
+/// of a pod (no get, no write, no `exec` or `log` subresource).
 #[test]
-fn rbac_has_no_wildcards_secrets_pods_or_volume_claims() {
+fn rbac_has_no_wildcards_secrets_or_volume_claims_and_pods_only_listed() {
     for extra in [&[][..], &["--set", "watchNamespace=apps,replicas=2"][..]] {
         let objects = template("rel", "ops", extra);
         let roles: Vec<&Value> = objects
@@ -287,17 +291,31 @@ fn rbac_has_no_wildcards_secrets_pods_or_volume_claims() {
             .collect();
         assert!(!roles.is_empty());
         for role in roles {
+            let name = role["metadata"]["name"].as_str().unwrap();
             for rule in role["rules"].as_sequence().unwrap() {
+                let items = |key: &str| -> Vec<String> {
+                    rule[key]
+                        .as_sequence()
+                        .into_iter()
+                        .flatten()
+                        .map(|i| i.as_str().unwrap().to_string())
+                        .collect()
+                };
                 for key in ["apiGroups", "resources", "verbs", "resourceNames"] {
-                    for item in rule[key].as_sequence().into_iter().flatten() {
-                        let item = item.as_str().unwrap();
+                    for item in items(key) {
                         assert!(!item.contains('*'), "wildcard in {rule:?}");
-                        let forbidden = ["secrets", "pods", "persistentvolumeclaims"];
+                    }
+                }
+                for resource in items("resources") {
+                    let forbidden = ["secrets", "persistentvolumeclaims"];
+                    let base = resource.split('/').next().unwrap();
+                    assert!(!forbidden.contains(&base), "{resource} granted in {name}");
+                    if base == "pods" {
+                        assert_eq!(resource, "pods", "a pod subresource in {name}");
+                        let verbs = items("verbs");
                         assert!(
-                            key != "resources"
-                                || !forbidden.contains(&item.split('/').next().unwrap()),
-                            "{item} granted in {}",
-                            role["metadata"]["name"].as_str().unwrap()
+                            verbs.iter().all(|v| v == "list" || v == "watch"),
+                            "pods may only be listed and watched, {name} grants {verbs:?}"
                         );
                     }
                 }
