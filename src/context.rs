@@ -47,6 +47,9 @@ pub struct Context {
     /// Sharded: the reservations the replicas share (a slot of the fleet
     /// budget, a host); `None` with one shard, where memory serializes them.
     pub ledgers: Option<crate::shards::ledger::Ledgers>,
+    /// What a dedicated gateway's ServiceAccount is bound to (`--gateway-role`,
+    /// `--gateway-cluster-role`).
+    pub gateway_roles: crate::render::gateway::GatewayRoles,
 }
 
 impl Context {

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -248,6 +249,11 @@ pub struct GatewayStreams {
     pub deployments: Shared<PartialObjectMeta<Deployment>>,
     pub services: Shared<PartialObjectMeta<Service>>,
     pub ingress_classes: Shared<IngressClass>,
+    /// The gateways' ServiceAccounts and bindings: one deleted or changed by
+    /// someone else is applied again.
+    pub service_accounts: Shared<PartialObjectMeta<ServiceAccount>>,
+    pub role_bindings: Shared<PartialObjectMeta<RoleBinding>>,
+    pub cluster_role_bindings: Shared<PartialObjectMeta<ClusterRoleBinding>>,
     pub instances: Shared<KuraInstance>,
     /// The gateways' pods: a pod the scheduler cannot place is reported.
     pub pods: Shared<Pod>,
@@ -303,6 +309,14 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
         scope.api::<PartialObjectMeta<Deployment>>(),
         scope.managed(),
     );
+    let (rb, role_bindings) = reflect(
+        scope.api::<PartialObjectMeta<RoleBinding>>(),
+        scope.managed(),
+    );
+    let (crb, cluster_role_bindings) = reflect(
+        Api::<PartialObjectMeta<ClusterRoleBinding>>::all(scope.client.clone()),
+        scope.watch_config(),
+    );
     // Metadata and the PodScheduled condition only: what the gateway reports.
     let (pod_store, pods) = reflect_trimmed(
         scope.api::<Pod>(),
@@ -313,12 +327,16 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
     let [gateways, gateway_gateways, gateways_touched] = fan_out(gateways);
     let [services, gateway_services] = fan_out(services);
     let [ingress_classes, gateway_classes] = fan_out(ingress_classes);
+    let [service_accounts, gateway_service_accounts] = fan_out(service_accounts);
     let gateway = GatewayStreams {
         gateways: gateway_gateways,
         gateways_touched,
         deployments,
         services: gateway_services,
         ingress_classes: gateway_classes,
+        service_accounts: gateway_service_accounts,
+        role_bindings,
+        cluster_role_bindings,
         instances: gateway_instances,
         pods,
     };
@@ -335,6 +353,8 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
             pod_disruption_budgets: pdb,
             network_policies: np,
             deployments: dep,
+            role_bindings: rb,
+            cluster_role_bindings: crb,
             gateway_pods: pod_store,
             claims,
             labelled,

@@ -4,9 +4,10 @@
 //!
 //! Triggers, all event-driven (the resync is a safety net): the gateway itself
 //! (a spec, label, annotation or finalizer change, not its own status write),
-//! its Deployment and Service (owned), its IngressClass (mapped back by the
-//! labels the class carries, or its name), the instances that use it (an instance that
-//! goes away may leave it unused), and its pods (one the scheduler cannot place).
+//! its Deployment, Service, ServiceAccount and RoleBinding (owned), its
+//! IngressClass and ClusterRoleBinding (mapped back by the labels they carry,
+//! or their name), the instances that use it (an instance that goes away may
+//! leave it unused), and its pods (one the scheduler cannot place).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -15,6 +16,9 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -67,13 +71,13 @@ fn gateways_of(instance: &KuraInstance) -> Vec<ObjectRef<KuraGateway>> {
         .collect()
 }
 
-/// The gateway a class concerns: by the labels the operator puts on its
-/// classes, or else by the name (an object of a gateway's class name that
-/// is not its class holds the gateway in a name conflict until it goes).
-fn gateway_of_class(class: IngressClass) -> Option<ObjectRef<KuraGateway>> {
-    let (namespace, name) = collect::class_owner(&class).or_else(|| {
-        let (namespace, name) =
-            crate::names::parse_gateway_ingress_class(class.metadata.name.as_deref()?)?;
+/// The gateway a cluster-scoped object concerns (an IngressClass, a
+/// ClusterRoleBinding; both named as the gateway's class): by the labels the
+/// operator puts on them, or else by the name (an object of that name that
+/// is not the gateway's holds the gateway in a name conflict until it goes).
+fn gateway_of_cluster_child(meta: &ObjectMeta) -> Option<ObjectRef<KuraGateway>> {
+    let (namespace, name) = collect::class_owner(meta).or_else(|| {
+        let (namespace, name) = crate::names::parse_gateway_ingress_class(meta.name.as_deref()?)?;
         Some((namespace.to_string(), name.to_string()))
     })?;
     Some(ObjectRef::new(&name).within(&namespace))
@@ -188,9 +192,23 @@ pub fn gateway_controller(
     let controller = Controller::for_stream(q.objects(gateways), ctx.stores.gateways.clone())
         .owns_stream(q.owned::<KuraGateway, _, _, _>(streams.deployments))
         .owns_stream(q.owned::<KuraGateway, _, _, _>(streams.services))
+        .owns_stream(q.owned::<KuraGateway, _, _, _>(streams.service_accounts))
+        .owns_stream(q.owned::<KuraGateway, _, _, _>(streams.role_bindings))
         .watches_stream(
             streams.ingress_classes,
-            q.mapped(|class: IngressClass| gateway_of_class(class).into_iter().collect()),
+            q.mapped(|class: IngressClass| {
+                gateway_of_cluster_child(&class.metadata)
+                    .into_iter()
+                    .collect()
+            }),
+        )
+        .watches_stream(
+            streams.cluster_role_bindings,
+            q.mapped(|binding: PartialObjectMeta<ClusterRoleBinding>| {
+                gateway_of_cluster_child(&binding.metadata)
+                    .into_iter()
+                    .collect()
+            }),
         )
         .watches_stream(
             streams.instances,

@@ -102,6 +102,26 @@ pub struct RunArgs {
     /// paged lists (`auto`, asked once at start); or either, forced.
     #[arg(long, env = "KURA_LIST_STRATEGY", value_enum, default_value = "auto")]
     pub list_strategy: crate::list_strategy::Choice,
+
+    /// The ClusterRole a dedicated gateway's ServiceAccount is bound to in the
+    /// gateway's namespace (a RoleBinding): what its ingress controller reads
+    /// there. The chart installs it (`<release>-gateway`).
+    #[arg(
+        long,
+        env = "KURA_GATEWAY_ROLE",
+        default_value = "kura-operator-gateway"
+    )]
+    pub gateway_role: String,
+
+    /// The ClusterRole a dedicated gateway's ServiceAccount is bound to
+    /// cluster-wide (a ClusterRoleBinding): IngressClasses and Nodes, read
+    /// only. The chart installs it (`<release>-gateway-cluster`).
+    #[arg(
+        long,
+        env = "KURA_GATEWAY_CLUSTER_ROLE",
+        default_value = "kura-operator-gateway-cluster"
+    )]
+    pub gateway_cluster_role: String,
 }
 
 pub fn main(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -252,6 +272,10 @@ async fn run(
         // 3 s per check, waiting for a slot included; 32 in flight.
         endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
         shards: gate.clone(),
+        gateway_roles: crate::render::gateway::GatewayRoles {
+            namespaced: args.gateway_role.clone(),
+            cluster: args.gateway_cluster_role.clone(),
+        },
         ledgers: (shards.count() > 1).then(|| {
             let lease = lease_settings(&args);
             crate::shards::ledger::Ledgers::new(client.clone(), &lease.namespace, &lease.name)

@@ -9,6 +9,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -32,6 +33,11 @@ pub struct Stores {
     pub pod_disruption_budgets: Store<PartialObjectMeta<PodDisruptionBudget>>,
     pub network_policies: Store<PartialObjectMeta<NetworkPolicy>>,
     pub deployments: Store<PartialObjectMeta<Deployment>>,
+    /// The gateways' RoleBindings (by the operator's label).
+    pub role_bindings: Store<PartialObjectMeta<RoleBinding>>,
+    /// Every ClusterRoleBinding, like every IngressClass: a gateway's is
+    /// named as its class, and one of that name someone else made must be seen.
+    pub cluster_role_bindings: Store<PartialObjectMeta<ClusterRoleBinding>>,
     /// The dedicated gateways' pods (by label), their names, labels and
     /// `PodScheduled` condition only (`kura_core::gateway::pods::compact`).
     pub gateway_pods: Store<Pod>,
@@ -87,6 +93,8 @@ impl Stores {
             ChildKind::ConfigMap => &self.config_maps,
             ChildKind::ServiceAccount => &self.service_accounts,
             ChildKind::KuraGateway => &self.gateways,
+            ChildKind::RoleBinding => &self.role_bindings,
+            ChildKind::ClusterRoleBinding => &self.cluster_role_bindings,
         }
     }
 
@@ -157,7 +165,7 @@ impl Stores {
     /// pods: `gateway <name>: pod <pod> cannot be scheduled: <the scheduler's
     /// message>`; `None` for a class of no gateway, or one whose pods are placed.
     pub fn gateway_trouble(&self, class: &IngressClass) -> Option<String> {
-        let (namespace, name) = class_gateway(class)?;
+        let (namespace, name) = class_gateway(&class.metadata)?;
         let stuck = self.unschedulable_gateway_pods(&namespace, &name);
         kura_core::gateway::pods::report(&name, &stuck)
     }
@@ -187,10 +195,10 @@ impl Stores {
     }
 }
 
-/// The gateway (namespace, name) a class was made for, by the labels the
-/// operator puts on its gateways' classes.
-pub fn class_gateway(class: &IngressClass) -> Option<(String, String)> {
-    let labels = class.metadata.labels.as_ref()?;
+/// The gateway (namespace, name) a cluster-scoped child (its IngressClass or
+/// ClusterRoleBinding) was made for, by the labels the operator puts on them.
+pub fn class_gateway(meta: &ObjectMeta) -> Option<(String, String)> {
+    let labels = meta.labels.as_ref()?;
     Some((
         labels.get(crate::keys::LABEL_GATEWAY_NAMESPACE)?.clone(),
         labels.get(crate::keys::LABEL_GATEWAY)?.clone(),

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::DynamicObject;
@@ -57,6 +58,8 @@ struct Writers {
     pod_disruption_budgets: Writer<PartialObjectMeta<PodDisruptionBudget>>,
     network_policies: Writer<PartialObjectMeta<NetworkPolicy>>,
     deployments: Writer<PartialObjectMeta<Deployment>>,
+    role_bindings: Writer<PartialObjectMeta<RoleBinding>>,
+    cluster_role_bindings: Writer<PartialObjectMeta<ClusterRoleBinding>>,
 }
 
 impl LiveBuilder {
@@ -73,6 +76,8 @@ impl LiveBuilder {
         let (pdbs, pdbs_w) = reflector::store();
         let (network_policies, network_policies_w) = reflector::store();
         let (deployments, deployments_w) = reflector::store();
+        let (role_bindings, role_bindings_w) = reflector::store();
+        let (cluster_role_bindings, cluster_role_bindings_w) = reflector::store();
         // The preview lists no pods: what the scheduler says is activation's, not a change.
         let (gateway_pods, _) = reflector::store();
         LiveBuilder {
@@ -90,6 +95,8 @@ impl LiveBuilder {
                     pod_disruption_budgets: pdbs,
                     network_policies,
                     deployments,
+                    role_bindings,
+                    cluster_role_bindings,
                     gateway_pods,
                     claims: std::sync::Arc::new(Claims::new(
                         crate::claims::index::DEFAULT_RESERVATION,
@@ -114,6 +121,8 @@ impl LiveBuilder {
                 pod_disruption_budgets: pdbs_w,
                 network_policies: network_policies_w,
                 deployments: deployments_w,
+                role_bindings: role_bindings_w,
+                cluster_role_bindings: cluster_role_bindings_w,
             },
         }
     }
@@ -172,6 +181,12 @@ impl LiveBuilder {
                 put(&mut w.network_policies, partial(meta(&mut value)?), kind)
             }
             ChildKind::Deployment => put(&mut w.deployments, partial(meta(&mut value)?), kind),
+            ChildKind::RoleBinding => put(&mut w.role_bindings, partial(meta(&mut value)?), kind),
+            ChildKind::ClusterRoleBinding => put(
+                &mut w.cluster_role_bindings,
+                partial(meta(&mut value)?),
+                kind,
+            ),
         }
         Ok(())
     }
@@ -222,9 +237,11 @@ where
     K: Resource<DynamicType = ()> + Clone,
 {
     match kind {
-        ChildKind::KuraGateway | ChildKind::IngressClass | ChildKind::Deployment => {
-            compact_managed_fields(&mut object)
-        }
+        ChildKind::KuraGateway
+        | ChildKind::IngressClass
+        | ChildKind::Deployment
+        | ChildKind::RoleBinding
+        | ChildKind::ClusterRoleBinding => compact_managed_fields(&mut object),
         _ => compact_child(&mut object),
     }
     writer.apply_watcher_event(&Event::Apply(object));

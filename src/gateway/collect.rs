@@ -1,11 +1,11 @@
 //! Collection (I/O): who uses a gateway, deleting a gateway the operator
-//! created once nothing uses it, and the sweep of IngressClasses whose gateway
-//! is gone. A deletion acts on live reads, never on a cache alone.
+//! created once nothing uses it, and the sweep of the IngressClasses and
+//! ClusterRoleBindings whose gateway is gone. A deletion acts on live reads, never on a cache alone.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
@@ -144,35 +144,44 @@ pub async fn collect(ctx: &Context, gw: &Arc<KuraGateway>) -> Result<(), Failure
     }
 }
 
-/// A class the operator created for a gateway: (the gateway's namespace,
-/// name, uid), from the class's own labels and annotation.
-fn gateway_of(class: &IngressClass) -> Option<(&str, &str, &str)> {
-    let labels = class.metadata.labels.as_ref()?;
+/// A cluster-scoped child the operator created for a gateway (its
+/// IngressClass or ClusterRoleBinding): (the gateway's namespace, name, uid),
+/// from the object's own labels and annotation.
+fn gateway_of(meta: &ObjectMeta) -> Option<(&str, &str, &str)> {
+    let labels = meta.labels.as_ref()?;
     if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY_VALUE) {
         return None;
     }
     Some((
         labels.get(LABEL_GATEWAY_NAMESPACE)?,
         labels.get(LABEL_GATEWAY)?,
-        class
-            .metadata
-            .annotations
-            .as_ref()?
-            .get(ANNOTATION_GATEWAY_UID)?,
+        meta.annotations.as_ref()?.get(ANNOTATION_GATEWAY_UID)?,
     ))
 }
 
 /// The gateway a class event concerns, to reconcile it (a deleted class is
 /// created again).
-pub fn class_owner(class: &IngressClass) -> Option<(String, String)> {
-    crate::stores::class_gateway(class)
+pub fn class_owner(meta: &ObjectMeta) -> Option<(String, String)> {
+    crate::stores::class_gateway(meta)
 }
 
-/// Deletes every class the operator created for a gateway (in `namespace`,
-/// when the operator watches one) whose gateway no longer exists: its uid is
-/// on no cached gateway, and a live read of the gateway it names finds none,
-/// or another object of the name. Classes without the uid (made by hand, or
-/// by an earlier release) are never candidates. Returns the classes deleted.
+/// The cluster-scoped children of gateways, as the caches show them: what
+/// nothing can own, so what the sweep collects.
+fn cluster_scoped(stores: &Stores) -> Vec<(ChildKind, ObjectMeta)> {
+    let classes = stores.ingress_classes.state().into_iter();
+    let bindings = stores.cluster_role_bindings.state().into_iter();
+    classes
+        .map(|c| (ChildKind::IngressClass, c.metadata.clone()))
+        .chain(bindings.map(|b| (ChildKind::ClusterRoleBinding, b.metadata.clone())))
+        .collect()
+}
+
+/// Deletes every IngressClass and ClusterRoleBinding the operator created for
+/// a gateway (in `namespace`, when the operator watches one) whose gateway no
+/// longer exists: its uid is on no cached gateway, and a live read of the
+/// gateway it names finds none, or another object of the name. Objects
+/// without the uid (made by hand, or by an earlier release) are never
+/// candidates. Returns the objects deleted, as `<Kind>/<name>`.
 pub async fn sweep(ctx: &Context, namespace: Option<&str>) -> Vec<String> {
     let live: HashSet<String> = ctx
         .stores
@@ -181,55 +190,77 @@ pub async fn sweep(ctx: &Context, namespace: Option<&str>) -> Vec<String> {
         .iter()
         .filter_map(|g| g.metadata.uid.clone())
         .collect();
-    let classes = Api::<IngressClass>::all(ctx.client.clone());
     let mut deleted = Vec::new();
-    for class in ctx.stores.ingress_classes.state() {
-        let Some((gw_namespace, gw_name, uid)) = gateway_of(&class) else {
+    for (kind, meta) in cluster_scoped(&ctx.stores) {
+        let Some((gw_namespace, gw_name, uid)) = gateway_of(&meta) else {
             continue;
         };
         // Only the shard that owns the gateway's namespace collects for it.
         if live.contains(uid)
             || namespace.is_some_and(|n| n != gw_namespace)
             || !ctx.shards.acts_for(gw_namespace)
+            || !gateway_gone(ctx, gw_namespace, gw_name, uid).await
         {
             continue;
         }
-        let gateways = Api::<KuraGateway>::namespaced(ctx.client.clone(), gw_namespace);
-        let gone = match gateways.get_opt(gw_name).await {
-            Ok(found) => found.is_none_or(|g| g.metadata.uid.as_deref() != Some(uid)),
-            Err(e) => {
-                tracing::warn!(namespace = %gw_namespace, gateway = %gw_name, error = %e, "cannot read the gateway of an IngressClass; the sweep retries later");
-                false
-            }
-        };
-        let Some(class_name) = class.metadata.name.clone().filter(|_| gone) else {
-            continue;
-        };
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: class.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        let delete = ctx
-            .shards
-            .run(gw_namespace, classes.delete(&class_name, &params));
-        let Some(result) = delete.await else {
-            continue;
-        };
-        match result {
-            Ok(_) => {
-                tracing::info!(class = %class_name, namespace = %gw_namespace, gateway = %gw_name, "deleted the IngressClass of a deleted gateway");
-                deleted.push(class_name);
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(e) => {
-                tracing::warn!(class = %class_name, error = %e, "cannot delete the IngressClass of a deleted gateway; the sweep retries later")
-            }
+        if let Some(name) = delete_leftover(ctx, kind, &meta, gw_namespace, gw_name).await {
+            deleted.push(format!("{kind}/{name}"));
         }
     }
     deleted
+}
+
+/// Whether a live read finds no gateway `namespace/name` with `uid`; a failed
+/// read is not an answer (the sweep retries later).
+async fn gateway_gone(ctx: &Context, namespace: &str, name: &str, uid: &str) -> bool {
+    let gateways = Api::<KuraGateway>::namespaced(ctx.client.clone(), namespace);
+    match gateways.get_opt(name).await {
+        Ok(found) => found.is_none_or(|g| g.metadata.uid.as_deref() != Some(uid)),
+        Err(e) => {
+            tracing::warn!(%namespace, gateway = %name, error = %e, "cannot read the gateway of a leftover cluster-scoped object; the sweep retries later");
+            false
+        }
+    }
+}
+
+/// Deletes one leftover, on the condition that it is still the object the
+/// cache showed (its uid). Its name once deleted.
+async fn delete_leftover(
+    ctx: &Context,
+    kind: ChildKind,
+    meta: &ObjectMeta,
+    gw_namespace: &str,
+    gw_name: &str,
+) -> Option<String> {
+    let name = meta.name.clone()?;
+    let id = ObjectId {
+        kind,
+        namespace: None,
+        name: name.clone(),
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: meta.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    let api = crate::reconcile::apply::dynamic_api(&ctx.client, &id);
+    let result = ctx
+        .shards
+        .run(gw_namespace, api.delete(&name, &params))
+        .await?;
+    match result {
+        Ok(_) => {
+            tracing::info!(%kind, %name, namespace = %gw_namespace, gateway = %gw_name, "deleted a leftover of a deleted gateway");
+            Some(name)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => None,
+        Err(e) => {
+            tracing::warn!(%kind, %name, error = %e, "cannot delete a leftover of a deleted gateway; the sweep retries later");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,13 +12,14 @@ use crate::api::{KuraGateway, KuraGatewayStatus};
 use crate::config::OperatorConfig;
 use crate::reconcile::plan::{RetryPolicy, inputs_key};
 use crate::render::Desired;
-use crate::render::gateway::render_gateway;
+use crate::render::gateway::{GatewayRoles, render_gateway};
 use crate::stores::Stores;
 use crate::validate::ValidationErrors;
 
 pub struct Inputs<'a> {
     pub gw: &'a KuraGateway,
     pub config: &'a OperatorConfig,
+    pub roles: &'a GatewayRoles,
     pub stores: &'a Stores,
     /// The status to decide from (`Memory::recall`).
     pub status: Option<KuraGatewayStatus>,
@@ -56,7 +57,7 @@ impl Decision {
 }
 
 pub fn decide(i: &Inputs) -> Decision {
-    let rendered = validate::validate(i.gw).map(|()| render_gateway(i.gw));
+    let rendered = validate::validate(i.gw).map(|()| render_gateway(i.gw, i.roles));
     let mut observed = observe::observe(i.gw, i.status.clone(), rendered.as_ref().ok(), i.stores);
     let key = rendered
         .as_ref()

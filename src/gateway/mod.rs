@@ -193,6 +193,7 @@ async fn decide(
     let mut inputs = decide::Inputs {
         gw,
         config: &config,
+        roles: &ctx.gateway_roles,
         stores: &ctx.stores,
         status: recall.status.clone(),
         recently_applied: recall.recently_applied.as_deref(),

@@ -199,7 +199,9 @@ fn image_managers(meta: &ObjectMeta, image: &str) -> Vec<String> {
 pub fn owner(meta: &ObjectMeta, kind: ChildKind, owner_uid: &str, owner_name: &str) -> Owner {
     match kind {
         ChildKind::KuraGateway => gateway_owner(meta),
-        ChildKind::IngressClass => class_owner(meta, owner_uid, owner_name),
+        ChildKind::IngressClass | ChildKind::ClusterRoleBinding => {
+            class_owner(meta, owner_uid, owner_name)
+        }
         _ => controller_owner(meta, owner_uid, owner_name),
     }
 }

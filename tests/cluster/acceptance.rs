@@ -101,7 +101,7 @@ fn with_gateway_children(desired: Desired) -> Vec<(Target, Value)> {
             // The gateway controller renders these from the KuraGateway as stored.
             let mut gateway: KuraGateway = serde_json::from_value(o.body()).expect("a KuraGateway");
             gateway.metadata.uid = Some(UID.to_string());
-            for child in render_gateway(&gateway).objects {
+            for child in render_gateway(&gateway, &Default::default()).objects {
                 objects.push((Target::Child(child.id.clone()), child.body()));
             }
         }
@@ -313,7 +313,7 @@ async fn what_validation_rejects_for_the_configuration_the_apiserver_rejects_or_
     let (_, gateway) = object(&base, ChildKind::KuraGateway);
     let mut gateway: KuraGateway = serde_json::from_value(gateway).unwrap();
     gateway.spec.controller = "Example.com/ingress".into();
-    let class = render_gateway(&gateway);
+    let class = render_gateway(&gateway, &Default::default());
     let class = class
         .objects
         .iter()

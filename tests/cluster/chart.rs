@@ -100,6 +100,38 @@ pub fn template(release: &str, namespace: &str, extra: &[&str]) -> Vec<Value> {
         .collect()
 }
 
+/// The chart's two ClusterRoles for dedicated gateways, rendered for release
+/// `release` in `namespace` and applied as they are; their names, for the
+/// operator's `--gateway-role` and `--gateway-cluster-role`. Cluster-scoped:
+/// the caller deletes them (label `app.kubernetes.io/instance=<release>`,
+/// [`ClusterScopedCleanup`]), on the plane of `kubeconfig` (the test plane's
+/// when `None`).
+pub fn apply_gateway_roles(
+    release: &str,
+    namespace: &str,
+    kubeconfig: Option<&std::path::Path>,
+) -> [String; 2] {
+    let role = format!("{namespace}-{release}-kura-operator-gateway");
+    let names = [role.clone(), format!("{role}-cluster")];
+    let objects = template(release, namespace, &["-s", "templates/rbac.yaml"]);
+    let roles: Vec<String> = of_kind(&objects, "ClusterRole")
+        .into_iter()
+        .filter(|r| names.iter().any(|n| r["metadata"]["name"] == n.as_str()))
+        .map(|r| serde_yaml::to_string(r).unwrap())
+        .collect();
+    assert_eq!(roles.len(), 2, "the chart's gateway ClusterRoles {names:?}");
+    let kubeconfig = kubeconfig.map_or_else(kubeconfig_path, |k| k.to_path_buf());
+    let out = run(
+        Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["apply", "-f", "-"]),
+        Some(&roles.join("---\n")),
+    );
+    assert!(out.ok, "applying the gateway ClusterRoles: {}", out.stderr);
+    names
+}
+
 pub fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
     objects.iter().filter(|o| o["kind"] == kind).collect()
 }

@@ -60,6 +60,17 @@ comes from its StatefulSet's status.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+# A dedicated gateway's ingress controller runs as a ServiceAccount of its
+# own, bound in the gateway's namespace to the ClusterRole <release>-gateway
+# (what Traefik reads there). bind: that ClusterRole only, so the operator can
+# grant what it does not hold itself (Secrets), and nothing else.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  resourceNames: [{{ printf "%s-gateway" (include "kura-operator.clusterName" .) | quote }}]
+  verbs: ["bind"]
 # Events on instances: a force re-apply, a rollout, a stall are recorded there.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

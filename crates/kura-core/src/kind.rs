@@ -6,6 +6,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChildKind {
+    ClusterRoleBinding,
     ConfigMap,
     Deployment,
     Ingress,
@@ -13,13 +14,15 @@ pub enum ChildKind {
     KuraGateway,
     NetworkPolicy,
     PodDisruptionBudget,
+    RoleBinding,
     Service,
     ServiceAccount,
     StatefulSet,
 }
 
 impl ChildKind {
-    pub const ALL: [ChildKind; 10] = [
+    pub const ALL: [ChildKind; 12] = [
+        ChildKind::ClusterRoleBinding,
         ChildKind::ConfigMap,
         ChildKind::Deployment,
         ChildKind::Ingress,
@@ -27,6 +30,7 @@ impl ChildKind {
         ChildKind::KuraGateway,
         ChildKind::NetworkPolicy,
         ChildKind::PodDisruptionBudget,
+        ChildKind::RoleBinding,
         ChildKind::Service,
         ChildKind::ServiceAccount,
         ChildKind::StatefulSet,
@@ -41,11 +45,15 @@ impl ChildKind {
             }
             ChildKind::PodDisruptionBudget => "policy/v1",
             ChildKind::KuraGateway => "kura.dev/v1alpha1",
+            ChildKind::RoleBinding | ChildKind::ClusterRoleBinding => {
+                "rbac.authorization.k8s.io/v1"
+            }
         }
     }
 
     pub const fn kind(self) -> &'static str {
         match self {
+            ChildKind::ClusterRoleBinding => "ClusterRoleBinding",
             ChildKind::ConfigMap => "ConfigMap",
             ChildKind::Deployment => "Deployment",
             ChildKind::Ingress => "Ingress",
@@ -53,6 +61,7 @@ impl ChildKind {
             ChildKind::KuraGateway => "KuraGateway",
             ChildKind::NetworkPolicy => "NetworkPolicy",
             ChildKind::PodDisruptionBudget => "PodDisruptionBudget",
+            ChildKind::RoleBinding => "RoleBinding",
             ChildKind::Service => "Service",
             ChildKind::ServiceAccount => "ServiceAccount",
             ChildKind::StatefulSet => "StatefulSet",
@@ -62,6 +71,7 @@ impl ChildKind {
     /// The resource name in API paths.
     pub const fn plural(self) -> &'static str {
         match self {
+            ChildKind::ClusterRoleBinding => "clusterrolebindings",
             ChildKind::ConfigMap => "configmaps",
             ChildKind::Deployment => "deployments",
             ChildKind::Ingress => "ingresses",
@@ -69,6 +79,7 @@ impl ChildKind {
             ChildKind::KuraGateway => "kuragateways",
             ChildKind::NetworkPolicy => "networkpolicies",
             ChildKind::PodDisruptionBudget => "poddisruptionbudgets",
+            ChildKind::RoleBinding => "rolebindings",
             ChildKind::Service => "services",
             ChildKind::ServiceAccount => "serviceaccounts",
             ChildKind::StatefulSet => "statefulsets",
@@ -76,7 +87,23 @@ impl ChildKind {
     }
 
     pub const fn namespaced(self) -> bool {
-        !matches!(self, ChildKind::IngressClass)
+        !matches!(
+            self,
+            ChildKind::IngressClass | ChildKind::ClusterRoleBinding
+        )
+    }
+
+    /// A gateway renders it, and nothing else does: its Deployment, its
+    /// ServiceAccount's bindings and its IngressClass. (A gateway's Service
+    /// and ServiceAccount are kinds an instance renders too.)
+    pub const fn of_gateway_only(self) -> bool {
+        matches!(
+            self,
+            ChildKind::Deployment
+                | ChildKind::IngressClass
+                | ChildKind::RoleBinding
+                | ChildKind::ClusterRoleBinding
+        )
     }
 
     /// Apply order: what workloads and ingresses depend on goes first (a pod
@@ -88,12 +115,12 @@ impl ChildKind {
         }
     }
 
-    /// An instance renders it (a gateway renders the others: its Deployment
-    /// and IngressClass). The operator's caches hold it by the operator's
-    /// label, except a `KuraGateway`, held whoever labelled it: ownership,
-    /// not the label, decides whose it is.
+    /// An instance renders it (a gateway renders the others,
+    /// [`ChildKind::of_gateway_only`]). The operator's caches hold it by the
+    /// operator's label, except a `KuraGateway`, held whoever labelled it:
+    /// ownership, not the label, decides whose it is.
     pub const fn of_instance(self) -> bool {
-        !matches!(self, ChildKind::Deployment | ChildKind::IngressClass)
+        !self.of_gateway_only()
     }
 
     /// The caches hold it only when it carries the operator's label, and
@@ -105,8 +132,8 @@ impl ChildKind {
     /// The caches hold only the objects of it that carry the operator's
     /// label: anyone else's, under a name the operator creates, is unseen by
     /// them (`stores::foreign` keeps those names). The instance's children
-    /// and the gateway's Deployment; not the cluster-scoped IngressClass nor
-    /// a `KuraGateway`, cached whoever labelled them.
+    /// and the gateway's namespaced ones; not the cluster-scoped IngressClass
+    /// and ClusterRoleBinding nor a `KuraGateway`, cached whoever labelled them.
     pub const fn cached_by_label(self) -> bool {
         self.namespaced() && !matches!(self, ChildKind::KuraGateway)
     }

@@ -15,16 +15,16 @@ use kube::api::{Api, ListParams, PostParams};
 use super::*;
 
 /// One question: may the ServiceAccount do `verb` on `group`/`resource`?
-struct Access {
+pub(crate) struct Access {
     verb: &'static str,
     group: &'static str,
     resource: &'static str,
     subresource: Option<&'static str>,
     namespace: Option<String>,
-    name: Option<&'static str>,
+    name: Option<String>,
 }
 
-fn access(verb: &'static str, group: &'static str, resource: &'static str) -> Access {
+pub(crate) fn access(verb: &'static str, group: &'static str, resource: &'static str) -> Access {
     let (resource, subresource) = match resource.split_once('/') {
         Some((r, s)) => (r, Some(s)),
         None => (resource, None),
@@ -40,15 +40,19 @@ fn access(verb: &'static str, group: &'static str, resource: &'static str) -> Ac
 }
 
 impl Access {
-    fn ns(mut self, namespace: &str) -> Self {
+    pub(crate) fn ns(mut self, namespace: &str) -> Self {
         self.namespace = Some(namespace.into());
         self
     }
     fn named(mut self, name: &'static str) -> Self {
+        self.name = Some(name.to_string());
+        self
+    }
+    fn named_owned(mut self, name: String) -> Self {
         self.name = Some(name);
         self
     }
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} {}{}{} in {}{}",
             self.verb,
@@ -63,13 +67,14 @@ impl Access {
                 .unwrap_or_default(),
             self.namespace.as_deref().unwrap_or("<cluster>"),
             self.name
+                .as_ref()
                 .map(|n| format!(" (name {n})"))
                 .unwrap_or_default(),
         )
     }
 }
 
-async fn allowed(client: &Client, a: &Access) -> bool {
+pub(crate) async fn allowed(client: &Client, a: &Access) -> bool {
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
@@ -78,7 +83,7 @@ async fn allowed(client: &Client, a: &Access) -> bool {
                 resource: Some(a.resource.into()),
                 subresource: a.subresource.map(Into::into),
                 namespace: a.namespace.clone(),
-                name: a.name.map(Into::into),
+                name: a.name.clone(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -172,10 +177,19 @@ async fn namespaced_mode_grants_only_what_the_operator_needs() {
         access("create", "networking.k8s.io", "ingressclasses"),
         access("get", "apiextensions.k8s.io", "customresourcedefinitions")
             .named("kurainstances.kura.dev"),
+        // A dedicated gateway's rights: its RoleBinding and ClusterRoleBinding,
+        // to the chart's two gateway ClusterRoles.
+        access("create", "rbac.authorization.k8s.io", "rolebindings").ns(here),
+        access("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
+        access("bind", "rbac.authorization.k8s.io", "clusterroles")
+            .ns(here)
+            .named_owned(format!("{here}-{here}-kura-operator-gateway")),
+        access("bind", "rbac.authorization.k8s.io", "clusterroles")
+            .named_owned(format!("{here}-{here}-kura-operator-gateway-cluster")),
+        access("list", "", "pods").ns(here),
     ];
     let cannot = [
         access("get", "", "secrets").ns(here),
-        access("list", "", "pods").ns(here),
         access("delete", "", "persistentvolumeclaims").ns(here),
         access("list", "apps", "statefulsets").ns(there),
         access("list", "kura.dev", "kurainstances").ns(there),
@@ -191,7 +205,16 @@ async fn namespaced_mode_grants_only_what_the_operator_needs() {
             .named("kura-operator"),
         access("get", "apiextensions.k8s.io", "customresourcedefinitions")
             .named("secrets.example.com"),
-        access("create", "rbac.authorization.k8s.io", "rolebindings").ns(here),
+        access("create", "rbac.authorization.k8s.io", "rolebindings").ns(there),
+        // Binding: the gateways' two ClusterRoles only, never another.
+        access("bind", "rbac.authorization.k8s.io", "clusterroles")
+            .ns(here)
+            .named("admin"),
+        access("bind", "rbac.authorization.k8s.io", "clusterroles").named("cluster-admin"),
+        access("escalate", "rbac.authorization.k8s.io", "clusterroles"),
+        // The gateways' pods are listed by label; no pod is read or written.
+        access("get", "", "pods").ns(here),
+        access("create", "", "pods/exec").ns(here),
     ];
     check_rbac(&ns, &values, &can, &cannot).await;
 
@@ -220,8 +243,8 @@ async fn namespaced_mode_grants_only_what_the_operator_needs() {
 }
 
 /// All-namespaces mode (the default): the namespaced rules through a
-/// ClusterRole, still no Secrets, Pods or PVCs anywhere, and no Lease rights
-/// without leader election.
+/// ClusterRole, still no Secrets or PVCs anywhere, Pods only listed (the
+/// gateways', by label), and no Lease rights without leader election.
 #[tokio::test]
 async fn cluster_mode_grants_only_what_the_operator_needs() {
     let ns = TestNamespace::new("chart-rbac-all").await;
@@ -237,12 +260,15 @@ async fn cluster_mode_grants_only_what_the_operator_needs() {
         access("create", "events.k8s.io", "events").ns(there),
         access("patch", "policy", "poddisruptionbudgets").ns(there),
         access("create", "networking.k8s.io", "ingressclasses"),
+        access("list", "", "pods"),
+        access("create", "rbac.authorization.k8s.io", "rolebindings").ns(there),
     ];
     let cannot = [
         access("get", "", "secrets").ns(there),
         access("list", "", "secrets"),
-        access("list", "", "pods"),
+        access("get", "", "pods").ns(there),
         access("delete", "", "persistentvolumeclaims").ns(there),
+        access("bind", "rbac.authorization.k8s.io", "clusterroles").named("cluster-admin"),
         access("get", "coordination.k8s.io", "leases")
             .ns(here)
             .named("kura-operator"),

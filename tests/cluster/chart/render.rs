@@ -276,22 +276,43 @@ fn schema_rejects_bad_values_naming_the_field() {
     assert!(out.ok, "{}", out.stderr);
 }
 
-/// Wildcards, Secrets and PersistentVolumeClaims never appear, in any mode,
-/// and Pods only to be listed and watched: the operator reports a dedicated
-/// gateway's pod the scheduler cannot place (it caches the gateways' pods by
-/// label, their name, labels and `PodScheduled` condition), and nothing else
-/// of a pod (no get, no write, no `exec` or `log` subresource).
+/// The operator's own roles: wildcards, Secrets and PersistentVolumeClaims
+/// never appear, in any mode; Pods only to be listed and watched (the
+/// operator reports a dedicated gateway's pod the scheduler cannot place: it
+/// caches the gateways' pods by label, their name, labels and `PodScheduled`
+/// condition, and nothing else of a pod: no get, no write, no `exec` or `log`
+/// subresource); and `bind` only on the two ClusterRoles of dedicated
+/// gateways, by name, never `escalate`. Those two are the gateways' (bound by
+/// the operator to each gateway's ServiceAccount, never to the operator's):
+/// the namespaced one may read Secrets (Traefik's TLS), the cluster one only
+/// reads IngressClasses and Nodes.
 #[test]
-fn rbac_has_no_wildcards_secrets_or_volume_claims_and_pods_only_listed() {
+fn operator_rbac_has_no_wildcards_secrets_or_claims_and_binds_only_the_gateway_roles() {
     for extra in [&[][..], &["--set", "watchNamespace=apps,replicas=2"][..]] {
         let objects = template("rel", "ops", extra);
+        let gateway_roles = [
+            "ops-rel-kura-operator-gateway",
+            "ops-rel-kura-operator-gateway-cluster",
+        ];
         let roles: Vec<&Value> = objects
             .iter()
             .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
             .collect();
-        assert!(!roles.is_empty());
+        let names: Vec<&str> = roles
+            .iter()
+            .map(|r| r["metadata"]["name"].as_str().unwrap())
+            .collect();
+        for gateway_role in gateway_roles {
+            assert!(
+                names.contains(&gateway_role),
+                "{gateway_role} missing: {names:?}"
+            );
+        }
+        assert_eq!(gateway_bound_to_operator(&objects, &gateway_roles), None);
+        let mut bindable = Vec::new();
         for role in roles {
             let name = role["metadata"]["name"].as_str().unwrap();
+            let of_gateway = gateway_roles.contains(&name);
             for rule in role["rules"].as_sequence().unwrap() {
                 let items = |key: &str| -> Vec<String> {
                     rule[key]
@@ -306,22 +327,53 @@ fn rbac_has_no_wildcards_secrets_or_volume_claims_and_pods_only_listed() {
                         assert!(!item.contains('*'), "wildcard in {rule:?}");
                     }
                 }
+                let verbs = items("verbs");
+                assert!(
+                    !verbs.iter().any(|v| v == "escalate" || v == "impersonate"),
+                    "{name}: {verbs:?}"
+                );
+                if of_gateway {
+                    let writes = ["create", "patch", "delete", "deletecollection", "bind"];
+                    assert!(
+                        verbs.iter().all(|v| !writes.contains(&v.as_str())),
+                        "{name} (a gateway's) writes: {verbs:?}"
+                    );
+                    continue;
+                }
                 for resource in items("resources") {
                     let forbidden = ["secrets", "persistentvolumeclaims"];
                     let base = resource.split('/').next().unwrap();
                     assert!(!forbidden.contains(&base), "{resource} granted in {name}");
                     if base == "pods" {
                         assert_eq!(resource, "pods", "a pod subresource in {name}");
-                        let verbs = items("verbs");
                         assert!(
                             verbs.iter().all(|v| v == "list" || v == "watch"),
                             "pods may only be listed and watched, {name} grants {verbs:?}"
                         );
                     }
+                    if base == "clusterroles" || base == "roles" {
+                        assert_eq!(verbs, ["bind"], "{name}: {resource} beyond bind");
+                        let by_name = items("resourceNames");
+                        assert!(!by_name.is_empty(), "{name}: bind without resourceNames");
+                        bindable.extend(by_name);
+                    }
                 }
             }
         }
+        bindable.sort();
+        assert_eq!(bindable, gateway_roles, "what the operator may bind");
     }
+}
+
+/// A binding in the chart that grants one of the gateways' roles to anyone
+/// (the operator's ServiceAccount included): the chart binds neither, the
+/// operator binds them per gateway.
+fn gateway_bound_to_operator(objects: &[Value], gateway_roles: &[&str]) -> Option<String> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+        .find(|b| gateway_roles.contains(&b["roleRef"]["name"].as_str().unwrap_or_default()))
+        .map(|b| b["metadata"]["name"].as_str().unwrap().to_string())
 }
 
 /// The monitoring objects are off by default; enabled, each carries its

@@ -6,6 +6,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
@@ -207,6 +208,16 @@ async fn a_paused_instance_keeps_its_gateway_across_a_region_change() {
     let classes: Api<IngressClass> = Api::all(ns.client.clone());
     wait_for("its class to be collected", T, || async {
         classes.get_opt(&class).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // So is its ClusterRoleBinding (named as the class; nothing can own it),
+    // and the garbage collector takes its ServiceAccount and RoleBinding.
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(ns.client.clone());
+    let role_bindings: Api<RoleBinding> = ns.api();
+    wait_for("its bindings to be collected", T, || async {
+        let crb = cluster_bindings.get_opt(&class).await.ok()?;
+        let rb = role_bindings.get_opt(&gateway).await.ok()?;
+        (crb.is_none() && rb.is_none()).then_some(())
     })
     .await;
     assert!(

@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -120,12 +121,35 @@ async fn drift_in_a_gateways_children_is_repaired_at_once() {
     )
     .await;
 
+    // Its controller's rights: the RoleBinding (owned) and the
+    // ClusterRoleBinding (cluster-scoped, named as the class) deleted.
+    let role_bindings: Api<RoleBinding> = ns.api();
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(ns.client.clone());
+    let old_rb = role_bindings.get(&gateway).await.unwrap().metadata.uid;
+    let old_crb = cluster_bindings.get(&class).await.unwrap().metadata.uid;
+    role_bindings
+        .delete(&gateway, &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster_bindings
+        .delete(&class, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the gateway's bindings to be recreated", REPAIR, || async {
+        let rb = role_bindings.get_opt(&gateway).await.ok()??;
+        let crb = cluster_bindings.get_opt(&class).await.ok()??;
+        (rb.metadata.uid != old_rb && crb.metadata.uid != old_crb).then_some(())
+    })
+    .await;
+
     // Each repair is on record.
     let reasons = event_reasons(&ns.client, &ns.name, &gateway).await;
     for needle in [
         "fields of Deployment",
         "missing Service",
         "missing IngressClass",
+        "missing RoleBinding",
+        "missing ClusterRoleBinding",
     ] {
         assert!(
             reasons.iter().any(|(_, note)| note.contains(needle)),
@@ -135,4 +159,7 @@ async fn drift_in_a_gateways_children_is_repaired_at_once() {
     // The class is cluster-scoped: gone with the operator stopped, for good.
     drop(op);
     let _ = classes.delete(&class, &DeleteParams::default()).await;
+    let _ = cluster_bindings
+        .delete(&class, &DeleteParams::default())
+        .await;
 }

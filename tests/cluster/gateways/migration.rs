@@ -126,7 +126,7 @@ async fn a_gateway_of_the_previous_release_is_migrated() {
     body["metadata"]["finalizers"] = json!(["kura.dev/ingress-class"]);
     apply_json(&gateways, "kura-operator", body).await.unwrap();
     let gw = gateways.get(&gateway).await.unwrap();
-    for object in kura_operator::render::gateway::render_gateway(&gw).objects {
+    for object in kura_operator::render::gateway::render_gateway(&gw, &Default::default()).objects {
         apply_as_previous_release(&ns.client, object.body()).await;
     }
     let instances: Api<KuraInstance> = ns.api();

@@ -364,10 +364,10 @@ async fn shared_class_answers_through_the_nodes_ingress_controller() {
 /// that host.
 ///
 /// The gateway's LoadBalancer Service gets no address on this node (no load
-/// balancer), so the request goes to the pod; and the chart does not grant the
-/// gateway's ServiceAccount the read access Traefik needs yet (see the chart
-/// README, Dedicated gateways): the test binds the node controller's
-/// ClusterRole to the namespace's `default` ServiceAccount, as a user must.
+/// balancer), so the request goes to the pod. Its Traefik runs as the
+/// ServiceAccount the operator creates for it, bound to the chart's two gateway
+/// ClusterRoles (applied from `helm template`): an answer proves those rights
+/// are what Traefik needs (without them it lists nothing and answers 404).
 ///
 /// Before issue 23 the gateway passed ingress-nginx's flags
 /// (`--ingress-class=…`, `--publish-service=…`), which Traefik refuses: the
@@ -385,24 +385,15 @@ async fn dedicated_gateway_runs_the_controller_serving_only_its_class() {
     let client = node.client.clone();
     let ns = node.namespace("gateway").await;
     node.volume_for(&ns, "data-acme-0").await;
-    let binding = format!("kura-test-gateway-{ns}");
-    apply_json(
-        &Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone()),
-        "test",
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": binding},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kura-ingress-traefik"},
-            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
-        }),
-    )
-    .await
-    .unwrap();
-    node.made
-        .lock()
-        .unwrap()
-        .push(("clusterrolebinding", binding));
+    // The chart's ClusterRoles for the gateways, which the operator binds to
+    // the gateway's own ServiceAccount: Traefik must serve with those rights.
+    let roles = crate::chart::apply_gateway_roles(&ns, &ns, node.kubeconfig.as_deref());
+    for role in &roles {
+        node.made
+            .lock()
+            .unwrap()
+            .push(("clusterrole", role.clone()));
+    }
     let image = traefik_image();
     let config = format!(
         "gateway:\n  image: {image}\n  controller: traefik.io/ingress-controller\n  replicas: 1\n\
@@ -410,6 +401,10 @@ async fn dedicated_gateway_runs_the_controller_serving_only_its_class() {
     );
     let options = Options {
         kubeconfig: node.kubeconfig.clone(),
+        args: vec![
+            format!("--gateway-role={}", roles[0]),
+            format!("--gateway-cluster-role={}", roles[1]),
+        ],
         ..Options::default()
     };
     let op = Operator::start_with(&ns, &config, &[], options);

@@ -3,7 +3,10 @@
 //! cluster as the chart's ServiceAccount (a kubeconfig that impersonates it).
 //! It converges an instance with a dedicated gateway — every kind it renders,
 //! the cluster-scoped IngressClass, Events, the Lease — and nothing it does is
-//! forbidden; the same identity still gets 403 on Secrets.
+//! forbidden (binding the gateway's ClusterRoles included: the chart grants
+//! `bind` on those two only); the same identity still gets 403 on Secrets.
+//! The gateway's ingress controller runs as its own ServiceAccount, which can
+//! read what Traefik reads in its namespace and no other.
 
 use std::time::Duration;
 
@@ -13,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 use super::*;
 use crate::chart::ClusterScopedCleanup;
-use crate::chart::rbac::apply_chart_rbac;
+use crate::chart::rbac::{access, allowed, apply_chart_rbac};
 use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
 use kura_operator::api::KuraInstance;
 
@@ -45,6 +48,14 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
     // A cloud region whose dedicated gateways kura-sim serves: the instance
     // needs a KuraGateway, its Deployment, Service and IngressClass.
     // kube's debug log shows every request and every non-2xx answer.
+    // The chart's flags naming the ClusterRoles it installs for the gateways
+    // (`<release namespace>-<fullname>-gateway[-cluster]`): the operator may
+    // bind those and no other.
+    let roles = format!("{0}-{0}-kura-operator-gateway", ns.name);
+    let gateway_flags = vec![
+        format!("--gateway-role={roles}"),
+        format!("--gateway-cluster-role={roles}-cluster"),
+    ];
     let replica = |name: &str| {
         Operator::start_with(
             &ns.name,
@@ -54,6 +65,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
                 kubeconfig: Some(kubeconfig.clone()),
                 lease_duration: Some(Duration::from_secs(15)),
                 replica: Some(name.into()),
+                args: gateway_flags.clone(),
                 ..Options::default()
             },
         )
@@ -122,7 +134,60 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
         Err(kube::Error::Api(s)) if s.code == 403 => {}
         other => panic!("Secrets must be forbidden, got {other:?}"),
     }
+    gateway_has_its_rights_and_no_more(&ns, &kura_operator::names::gateway("acme", "r1")).await;
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())
         .await;
+}
+
+/// The dedicated gateway's ServiceAccount, as the operator bound it to the
+/// chart's gateway ClusterRoles: Traefik's reads in its own namespace (Secrets
+/// included, for TLS) and the IngressClasses; nothing in another namespace,
+/// no writes but Ingress status. The namespace's `default` ServiceAccount,
+/// which the gateway's pod used before it had its own, gets nothing.
+async fn gateway_has_its_rights_and_no_more(ns: &TestNamespace, gateway: &str) {
+    let as_gateway = client_as_service_account(&ns.name, gateway).await;
+    let here = ns.name.as_str();
+    let can = [
+        access("list", "networking.k8s.io", "ingresses").ns(here),
+        access("update", "networking.k8s.io", "ingresses/status").ns(here),
+        access("watch", "", "services").ns(here),
+        access("get", "", "secrets").ns(here),
+        access("list", "discovery.k8s.io", "endpointslices").ns(here),
+        access("list", "networking.k8s.io", "ingressclasses"),
+    ];
+    wait_for(
+        "the gateway's grants to take effect",
+        Duration::from_secs(30),
+        || async {
+            for a in &can {
+                if !allowed(&as_gateway, a).await {
+                    eprintln!("not (yet) allowed to the gateway: {}", a.describe());
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    let cannot = [
+        access("get", "", "secrets").ns("default"),
+        access("list", "networking.k8s.io", "ingresses"),
+        access("create", "apps", "deployments").ns(here),
+        access("patch", "networking.k8s.io", "ingresses").ns(here),
+        access("create", "networking.k8s.io", "ingressclasses"),
+    ];
+    for a in &cannot {
+        assert!(
+            !allowed(&as_gateway, a).await,
+            "the gateway may {}",
+            a.describe()
+        );
+    }
+    let as_default = client_as_service_account(here, "default").await;
+    let theirs = access("list", "networking.k8s.io", "ingresses").ns(here);
+    assert!(
+        !allowed(&as_default, &theirs).await,
+        "the namespace's default ServiceAccount got the gateway's rights"
+    );
 }

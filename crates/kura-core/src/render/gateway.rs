@@ -1,15 +1,18 @@
 //! Children of a `KuraGateway`: its IngressClass, ingress controller Deployment
-//! and Service. Pure, like the instance renderer.
+//! and Service, and the controller's ServiceAccount with the two bindings that
+//! give it what Traefik reads (`GatewayRoles`). Pure, like the instance renderer.
 //!
 //! The class is named from the gateway's namespace and name, whatever the spec
 //! says (the gateway controller reports a spec that names another), and
 //! carries the gateway's uid: cluster-scoped, it can have no owner reference,
-//! and the uid is what says whose it is.
+//! and the uid is what says whose it is. The ClusterRoleBinding is the same:
+//! named as the class, carrying the uid, collected with it.
 
 use super::Desired;
 use super::kinds::*;
 use super::manifest::{
-    Constant, Content, Labels, Manifest, ObjectMeta, OwnerReference, TemplateMeta, constants,
+    Binding, Constant, Content, Labels, Manifest, ObjectMeta, OwnerReference, TemplateMeta,
+    constants,
 };
 use crate::api::KuraGateway;
 use crate::keys::*;
@@ -42,10 +45,42 @@ constants! {
     ],
 }
 
-pub fn render_gateway(gw: &KuraGateway) -> Desired {
+/// The ClusterRoles a gateway's ServiceAccount is bound to, both installed by
+/// the chart (`--gateway-role`, `--gateway-cluster-role`). They name what the
+/// operator's deployment provides, not the fleet: a flag, not configuration,
+/// and never a gateway's spec (whoever may create a gateway would choose the
+/// rights its pods get).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayRoles {
+    /// Bound in the gateway's namespace (a RoleBinding): reading its
+    /// Ingresses, Services, EndpointSlices and Secrets, writing Ingress status.
+    pub namespaced: String,
+    /// Bound cluster-wide (a ClusterRoleBinding): reading IngressClasses,
+    /// which Traefik matches an Ingress's `ingressClassName` against, and
+    /// Nodes, which its provider lists.
+    pub cluster: String,
+}
+
+impl Default for GatewayRoles {
+    fn default() -> Self {
+        GatewayRoles {
+            namespaced: "kura-operator-gateway".into(),
+            cluster: "kura-operator-gateway-cluster".into(),
+        }
+    }
+}
+
+pub fn render_gateway(gw: &KuraGateway, roles: &GatewayRoles) -> Desired {
     let who = Identity::of(gw);
     Desired::from_objects(
-        vec![ingress_class(gw, &who), deployment(gw, &who), service(&who)],
+        vec![
+            ingress_class(gw, &who),
+            service_account(&who),
+            role_binding(&who, roles),
+            cluster_role_binding(&who, roles),
+            deployment(gw, &who),
+            service(&who),
+        ],
         String::new(),
         gw.spec.image.clone(),
     )
@@ -103,25 +138,71 @@ impl Identity {
             }],
         }
     }
-}
 
-/// Cluster-scoped: no owner reference is possible. The uid says whose it
-/// is; the gateway controller collects it once no gateway has that uid.
-fn ingress_class(gw: &KuraGateway, who: &Identity) -> Manifest {
-    let mut labels = who.labels.clone();
-    labels.insert(LABEL_GATEWAY_NAMESPACE, who.namespace.clone());
-    Manifest {
-        kind: ChildKind::IngressClass,
-        metadata: ObjectMeta {
-            annotations: Some([(ANNOTATION_GATEWAY_UID, who.uid.clone())].into()),
+    /// The metadata of a cluster-scoped child: no owner reference is
+    /// possible. The uid says whose it is; the gateway controller collects it
+    /// once no gateway has that uid.
+    fn cluster_scoped(&self) -> ObjectMeta {
+        let mut labels = self.labels.clone();
+        labels.insert(LABEL_GATEWAY_NAMESPACE, self.namespace.clone());
+        ObjectMeta {
+            annotations: Some([(ANNOTATION_GATEWAY_UID, self.uid.clone())].into()),
             labels,
-            name: who.class_name.clone(),
+            name: self.class_name.clone(),
             namespace: None,
             owner_references: Vec::new(),
-        },
+        }
+    }
+
+    fn binding(&self, cluster_role: &str) -> Content {
+        Content::Binding(Binding {
+            cluster_role: cluster_role.to_string(),
+            service_account: self.name.clone(),
+            namespace: self.namespace.clone(),
+        })
+    }
+}
+
+fn ingress_class(gw: &KuraGateway, who: &Identity) -> Manifest {
+    Manifest {
+        kind: ChildKind::IngressClass,
+        metadata: who.cluster_scoped(),
         content: Content::Spec(Spec::IngressClass(IngressClassSpec {
             controller: gw.spec.controller.clone(),
         })),
+    }
+}
+
+/// The controller's own identity: the namespace's `default` ServiceAccount
+/// is the tenant's, and gets nothing from the operator.
+fn service_account(who: &Identity) -> Manifest {
+    Manifest {
+        kind: ChildKind::ServiceAccount,
+        metadata: who.owned(),
+        // The pod asks for its token (`automountServiceAccountToken: true`
+        // in its spec); nothing else running as this account gets one.
+        content: Content::ServiceAccount {
+            automount_service_account_token: false,
+        },
+    }
+}
+
+/// Namespaced rights, in the gateway's namespace only: Traefik's Kubernetes
+/// Ingress provider watches that namespace only (`controller_args`).
+fn role_binding(who: &Identity, roles: &GatewayRoles) -> Manifest {
+    Manifest {
+        kind: ChildKind::RoleBinding,
+        metadata: who.owned(),
+        content: who.binding(&roles.namespaced),
+    }
+}
+
+/// Cluster-scoped rights (IngressClasses, Nodes: read only).
+fn cluster_role_binding(who: &Identity, roles: &GatewayRoles) -> Manifest {
+    Manifest {
+        kind: ChildKind::ClusterRoleBinding,
+        metadata: who.cluster_scoped(),
+        content: who.binding(&roles.cluster),
     }
 }
 
@@ -177,6 +258,7 @@ fn deployment(gw: &KuraGateway, who: &Identity) -> Manifest {
                     automount_service_account_token: true,
                     containers: vec![container],
                     security_context: Constant::of(&CONTROLLER_POD_SECURITY),
+                    service_account_name: who.name.clone(),
                 },
             },
         }))),

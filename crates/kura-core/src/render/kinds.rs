@@ -238,6 +238,7 @@ pub struct GatewayPodSpec {
     pub automount_service_account_token: bool,
     pub containers: Vec<GatewayContainer>,
     pub security_context: Constant,
+    pub service_account_name: String,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]

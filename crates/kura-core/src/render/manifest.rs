@@ -30,7 +30,8 @@ pub struct Manifest {
 }
 
 /// What a manifest holds besides its type and metadata. Most kinds have a
-/// `spec`; a ServiceAccount and a ConfigMap have top-level fields instead.
+/// `spec`; a ServiceAccount, a ConfigMap and a (Cluster)RoleBinding have
+/// top-level fields instead.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Content {
     ServiceAccount {
@@ -39,7 +40,34 @@ pub enum Content {
     ConfigMap {
         data: ConfigData,
     },
+    Binding(Binding),
     Spec(Spec),
+}
+
+/// A RoleBinding's or ClusterRoleBinding's `roleRef` and `subjects`: always a
+/// ClusterRole granted to one ServiceAccount.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub cluster_role: String,
+    pub service_account: String,
+    pub namespace: String,
+}
+
+/// `roleRef` (keys in byte order).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RoleRef<'a> {
+    api_group: &'static str,
+    kind: &'static str,
+    name: &'a str,
+}
+
+/// One of `subjects` (keys in byte order).
+#[derive(serde::Serialize)]
+struct Subject<'a> {
+    kind: &'static str,
+    name: &'a str,
+    namespace: &'a str,
 }
 
 /// A ConfigMap's `data`: the one file the pods mount.
@@ -80,8 +108,8 @@ impl Manifest {
 impl Serialize for Manifest {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Keys in byte order: apiVersion < automountServiceAccountToken < data <
-        // kind < metadata < spec.
-        let mut object = serializer.serialize_struct("Manifest", 4)?;
+        // kind < metadata < roleRef < spec < subjects.
+        let mut object = serializer.serialize_struct("Manifest", 5)?;
         object.serialize_field("apiVersion", self.kind.api_version())?;
         match &self.content {
             Content::ServiceAccount {
@@ -91,12 +119,27 @@ impl Serialize for Manifest {
                 automount_service_account_token,
             )?,
             Content::ConfigMap { data } => object.serialize_field("data", data)?,
-            Content::Spec(_) => {}
+            Content::Binding(_) | Content::Spec(_) => {}
         }
         object.serialize_field("kind", self.kind.kind())?;
         object.serialize_field("metadata", &self.metadata)?;
-        if let Content::Spec(spec) = &self.content {
-            object.serialize_field("spec", spec)?;
+        match &self.content {
+            Content::Spec(spec) => object.serialize_field("spec", spec)?,
+            Content::Binding(binding) => {
+                let role_ref = RoleRef {
+                    api_group: "rbac.authorization.k8s.io",
+                    kind: "ClusterRole",
+                    name: &binding.cluster_role,
+                };
+                let subject = Subject {
+                    kind: "ServiceAccount",
+                    name: &binding.service_account,
+                    namespace: &binding.namespace,
+                };
+                object.serialize_field("roleRef", &role_ref)?;
+                object.serialize_field("subjects", &[subject])?;
+            }
+            Content::ServiceAccount { .. } | Content::ConfigMap { .. } => {}
         }
         object.end()
     }

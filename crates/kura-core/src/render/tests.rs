@@ -8,6 +8,7 @@ use crate::validate::validate;
 
 mod canonical;
 mod determinism;
+mod gateway_rights;
 mod golden;
 pub(crate) mod hostile;
 mod incident;

@@ -33,7 +33,7 @@ pub(crate) fn gateway() -> KuraGateway {
 }
 
 fn desired() -> Desired {
-    render_gateway(&gateway())
+    render_gateway(&gateway(), &Default::default())
 }
 
 /// The operator's gateway, fully converged on `d`.

@@ -8,7 +8,7 @@ use crate::render::gateway::render_gateway;
 use crate::validate::FieldError;
 
 fn desired() -> Desired {
-    render_gateway(&crate::gateway::plan::tests::gateway())
+    render_gateway(&crate::gateway::plan::tests::gateway(), &Default::default())
 }
 
 fn now() -> Timestamp {
@@ -50,7 +50,8 @@ fn an_apply_records_revision_and_inventory_and_says_ready() {
     };
     let s = compute_for(&observed, &d, &outcome, Some("KuraInstance a"));
     assert_eq!(s.applied_revision.as_deref(), Some(d.revision.as_str()));
-    assert_eq!(s.inventory.len(), 3);
+    // Its class, ServiceAccount, RoleBinding, ClusterRoleBinding, Deployment, Service.
+    assert_eq!(s.inventory.len(), 6);
     assert_eq!(cond(&s, READY).status, ConditionStatus::True);
     assert!(cond(&s, READY).message.contains("kura-gw.ns.gw-acme"));
     assert_eq!(cond(&s, MANAGED).status, ConditionStatus::True);

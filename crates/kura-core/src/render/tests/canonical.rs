@@ -28,8 +28,8 @@ fn every_example_child_serialises_in_canonical_form() {
 
 #[test]
 fn every_gateway_child_serialises_in_canonical_form() {
-    let desired = render_gateway(&example_gateway());
-    assert_eq!(desired.objects.len(), 3);
+    let desired = render_gateway(&example_gateway(), &Default::default());
+    assert_eq!(desired.objects.len(), 6);
     assert_canonical(&desired);
 }
 

@@ -41,12 +41,15 @@ const GOLDEN: [(&str, &str, &str); 3] = [
 /// gateway pod restarts. Changed again when the gateway's controller became
 /// Traefik (its command line): every gateway's pods restart once on upgrade,
 /// and a gateway still configured with ingress-nginx's image would not start
-/// (its flags are Traefik's): move `gateway.image` first.
-const GOLDEN_GATEWAY: &str = "c8f8d8d94cd80e18b12879eed13239ddc18f639f727aa530070591a9a755c387";
+/// (its flags are Traefik's): move `gateway.image` first. Changed again when
+/// the controller got a ServiceAccount of its own and its two bindings: every
+/// gateway's pods restart once on upgrade (`serviceAccountName` in the pod
+/// template), now with the rights Traefik needs.
+const GOLDEN_GATEWAY: &str = "e87575cd6ab5d6655dd073539ae438224a78ff6c8d4182a9448f8be2edb9d24d";
 
 #[test]
 fn the_example_gateway_renders_its_pinned_revision() {
-    let desired = crate::render::gateway::render_gateway(&example_gateway());
+    let desired = crate::render::gateway::render_gateway(&example_gateway(), &Default::default());
     assert_eq!(
         desired.revision, GOLDEN_GATEWAY,
         "the rendered output changed: see the module comment"

@@ -76,7 +76,7 @@ fn a_gateway_with_host_ports_binds_80_and_443_on_its_node() {
     assert_eq!(gateway["spec"]["hostPorts"], true);
     let mut gw = example_gateway();
     gw.spec.host_ports = true;
-    let rendered = crate::render::gateway::render_gateway(&gw);
+    let rendered = crate::render::gateway::render_gateway(&gw, &Default::default());
     let deployment = rendered
         .objects
         .iter()

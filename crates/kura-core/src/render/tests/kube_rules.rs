@@ -19,7 +19,7 @@ pub(crate) fn violations(desired: &Desired) -> Vec<String> {
         if object.id.kind == crate::kind::ChildKind::KuraGateway {
             let mut gateway: KuraGateway = serde_json::from_value(body).expect("a KuraGateway");
             gateway.metadata.uid = Some("u".into());
-            for child in &render_gateway(&gateway).objects {
+            for child in &render_gateway(&gateway, &Default::default()).objects {
                 check_object(&child.id, &child.body(), &mut found);
             }
         }
