@@ -35,7 +35,12 @@ kind: IngressClass
 metadata: {name: kura-shared}
 spec: {controller: kura.dev/sim-ingress}
 YAML
-sed 's#controller: traefik.io/ingress-controller#controller: kura.dev/sim-ingress#' examples/config.yaml > "$state/demo-host-config.yaml"
+# For the same reason every region turns the endpoint check off (it is on by
+# default, and kura-sim's address answers nothing): added after each region's
+# sharedIngressClass, a field every region has.
+sed -e 's#controller: traefik.io/ingress-controller#controller: kura.dev/sim-ingress#' \
+  -e 's#^\( *\)sharedIngressClass: .*#&\n\1endpointCheck: {enabled: false}#' \
+  examples/config.yaml > "$state/demo-host-config.yaml"
 kubectl apply -f examples/instances.yaml
 
 kura-operator run --config "$state/demo-host-config.yaml" --metrics-addr "${KURA_METRICS_ADDR:-127.0.0.1:18080}" \

@@ -2,8 +2,8 @@
 //! half: a bounded runner ([`Checker`]: a timeout per request, a limit on
 //! requests in flight, so checks never hold a reconcile of another instance
 //! for longer than the timeout). What to ask and the verdict are pure, in
-//! `kura_core::endpoint`. `reconcile::endpoint_check::confirm` calls it where
-//! a region enables the check.
+//! `kura_core::endpoint`. `reconcile::endpoint_check::confirm` calls it unless
+//! a region turns the check off.
 //!
 //! Plain HTTP/1.1 over a TCP connection, written here (a request line and a
 //! few headers; only the status line and headers of the response are read): no

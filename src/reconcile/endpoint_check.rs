@@ -1,8 +1,8 @@
 //! The hook of the endpoint check (`crate::endpoint`) into activation: an
 //! activation the caches call active (workload available on the revision,
 //! every Ingress with an address) stays active only if the instance's
-//! endpoint answers through its primary Ingress, where the region enables
-//! the check. Everything else passes through unchanged.
+//! endpoint answers through its primary Ingress, unless the region turns the
+//! check off (it is on by default). Everything else passes through unchanged.
 //!
 //! Called once per reconcile that probes, right after `probe` (see
 //! `reconcile()`): at most one request per instance per pass, bounded by the

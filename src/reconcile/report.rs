@@ -31,8 +31,9 @@ pub struct Pass<'a> {
 
 impl Pass<'_> {
     /// The instance's activation after this pass did `outcome`: what the
-    /// caches say, then, where the region enables it and the caches call it
-    /// active, whether its endpoint answers (`endpoint_check`, issue 23).
+    /// caches say, then, unless the region turns the check off and where the
+    /// caches call it active, whether its endpoint answers (`endpoint_check`,
+    /// issue 23).
     /// Nothing when nothing was rendered or nothing is expected to run
     /// (invalid, paused, conflicts, a failed apply or prune, waits).
     pub async fn activation(&self, outcome: &Outcome) -> Option<Activation> {

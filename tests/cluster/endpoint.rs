@@ -2,7 +2,9 @@
 //! without a node: kura-sim publishes 127.0.0.1 as the address of the
 //! shared class's Ingresses, and this test plays what would listen there (the
 //! ingress controller and the instance behind it) on a port of its own, which
-//! the region's `endpointCheck.port` names. What it answers decides.
+//! the region's `endpointCheck.port` names. What it answers decides. The
+//! check is on unless a region turns it off: a region that says nothing of it
+//! is asked on port 80, where nothing answers here.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +14,10 @@ use kura_operator::api::{Condition, ConditionStatus, KuraInstance};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::operator::{config, instance, scenario, wait_ready};
+use crate::operator::{
+    Operator, ReadyInstance, config_with_default_check, instance, scenario, shared_class,
+    wait_ready,
+};
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(90);
@@ -74,7 +79,7 @@ const UNAVAILABLE: &str =
 fn checked_config(ns: &str, port: u16, enabled: bool) -> String {
     format!(
         "{}    endpointCheck: {{enabled: {enabled}, port: {port}}}\n",
-        config(ns, "host", "example.com/none")
+        config_with_default_check(ns, "host", "example.com/none")
     )
 }
 
@@ -169,5 +174,48 @@ async fn without_the_check_an_address_is_enough_even_when_nothing_answers() {
         .find(|c| c.type_ == "Ready")
         .unwrap();
     assert_eq!(ready.status, ConditionStatus::True, "{ready:?}");
+    s.finish().await;
+}
+
+/// On by default: under a configuration whose region says nothing of the
+/// check, the instance stays not Ready, reason EndpointNotAnswering, the
+/// message naming the default port and path at kura-sim's address, where
+/// nothing answers (the invented address the founding incident waited on).
+/// Were the check off by default, it would be Ready as in the test above and
+/// the wait would time out.
+#[tokio::test]
+async fn a_region_that_omits_the_check_is_checked() {
+    let ns = TestNamespace::new("endpoint-default").await;
+    let classes = shared_class(&ns).await;
+    let omitted = config_with_default_check(&ns.name, "host", "example.com/none");
+    assert!(!omitted.contains("endpointCheck"), "{omitted}");
+    // Started under it: no earlier configuration to have made it Ready.
+    let op = Operator::start(&ns.name, &omitted);
+    let s = ReadyInstance {
+        op,
+        instances: ns.api(),
+        classes,
+        ns,
+    };
+    let instances = &s.instances;
+    apply_json(
+        instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    let down = ready_condition(
+        instances,
+        ConditionStatus::False,
+        Some("EndpointNotAnswering"),
+    )
+    .await;
+    assert!(
+        down.message
+            .contains("http://acme.r1.kura.test/up via 127.0.0.1:80"),
+        "names where it was asked (port 80, path /up): {}",
+        down.message
+    );
     s.finish().await;
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, shared_class, wait_ready};
+use crate::operator::{NO_ENDPOINT_CHECK, Operator, config, shared_class, wait_ready};
 use crate::support::*;
 use kura_operator::api::{KuraGateway, KuraInstance, KuraInstanceStatus, Phase};
 
@@ -27,11 +27,12 @@ async fn ready_within(instances: &Api<KuraInstance>, name: &str) -> KuraInstance
     .await
 }
 
-/// Two cloud regions, `c` and `b-c`, whose dedicated gateways kura-sim serves.
+/// Two cloud regions, `c` and `b-c`, whose dedicated gateways kura-sim serves
+/// (so each turns the endpoint check off: kura-sim's addresses answer nothing).
 fn two_regions(namespace: &str) -> String {
     let region = |name: &str| {
         format!(
-            "  {name}:\n    network: cloud\n    sharedIngressClass: shared-{namespace}\n    domain: kura.test\n"
+            "  {name}:\n    network: cloud\n    sharedIngressClass: shared-{namespace}\n    domain: kura.test\n{NO_ENDPOINT_CHECK}"
         )
     };
     format!(

@@ -304,8 +304,26 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// An operator configuration with one region, as the tests vary it.
+/// A region's endpoint check turned off (it is on by default): kura-sim, the
+/// simulated ingress controller, publishes addresses where nothing answers.
+pub const NO_ENDPOINT_CHECK: &str = "    endpointCheck: {enabled: false}\n";
+
+/// An operator configuration with one region, as the tests vary it; no real
+/// ingress controller serves it, so its endpoint check is off.
 pub fn config(namespace: &str, network: &str, gateway_controller: &str) -> String {
+    format!(
+        "{}{NO_ENDPOINT_CHECK}",
+        config_with_default_check(namespace, network, gateway_controller)
+    )
+}
+
+/// The same region, saying nothing of the endpoint check: on, as the
+/// operator defaults it (tests/cluster/endpoint.rs).
+pub fn config_with_default_check(
+    namespace: &str,
+    network: &str,
+    gateway_controller: &str,
+) -> String {
     format!(
         "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: {gateway_controller}\n  replicas: 1\n\
          regions:\n  r1:\n    network: {network}\n    sharedIngressClass: shared-{namespace}\n    domain: kura.test\n"

@@ -34,7 +34,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::operator::{Operator, Options};
+use crate::operator::{NO_ENDPOINT_CHECK, Operator, Options};
 use crate::support::{PrivatePlane, wait_for};
 use kura_operator::keys::GATEWAY_FIELD_MANAGER;
 use kura_operator::kind::ChildKind;
@@ -290,14 +290,16 @@ pub fn shown(report: &Value) -> String {
 
 /// An operator configuration: `gateway` defaults and regions r1 and r2, each
 /// host-network (no dedicated gateways: their controller's writes are not an
-/// instance's), given as (domain, shared class, default CPU request).
+/// instance's), given as (domain, shared class, default CPU request). The
+/// endpoint check is off: kura-sim serves the classes, at addresses where
+/// nothing answers.
 pub fn config_yaml(regions: &[(&str, &str, &str, Option<&str>)]) -> String {
     let mut text = String::from(
         "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: kura.dev/sim-ingress\n  replicas: 1\nregions:\n",
     );
     for (name, domain, class, cpu) in regions {
         text += &format!(
-            "  {name}:\n    network: host\n    sharedIngressClass: {class}\n    domain: {domain}\n"
+            "  {name}:\n    network: host\n    sharedIngressClass: {class}\n    domain: {domain}\n{NO_ENDPOINT_CHECK}"
         );
         if let Some(cpu) = cpu {
             text += &format!("    defaultResources:\n      requests: {{cpu: {cpu}}}\n");

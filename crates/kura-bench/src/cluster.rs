@@ -113,10 +113,13 @@ impl Bench {
     }
 
     /// The configuration with `rollout.maxUnavailable` set to `max_unavailable`.
+    /// The endpoint check is off: kura-sim serves the region's class, at an
+    /// address where nothing answers.
     pub fn config_with_budget(&self, version: u32, max_unavailable: &str) -> String {
         format!(
             "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: kura.dev/sim-ingress\n  replicas: 1\n\
              regions:\n  {REGION}:\n    network: host\n    sharedIngressClass: {}\n    domain: v{version}.bench.kura.test\n\
+             \x20   endpointCheck: {{enabled: false}}\n\
              rollout:\n  maxUnavailable: \"{max_unavailable}\"\n",
             self.class
         )

@@ -83,19 +83,24 @@ pub struct RegionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindow>,
     /// Whether an instance becomes active only once its endpoint answers
-    /// through its Ingress (`crate::endpoint`). Not rendered: out of the
-    /// fleet revision.
+    /// through its Ingress (`crate::endpoint`): yes unless `enabled: false`.
+    /// Not rendered: out of the fleet revision.
     #[serde(default, skip_serializing_if = "EndpointCheck::is_default")]
     pub endpoint_check: EndpointCheck,
 }
 
 /// The check that an instance's endpoint answers: `GET http://<host><path>`
-/// sent to `<the address its Ingress reports>:<port>`. Off unless enabled:
-/// some clusters cannot reach their own load balancer from inside.
+/// sent to `<the address its Ingress reports>:<port>`. On unless
+/// `enabled: false`, because an address proves nothing (docs/incidents.md
+/// #1); a region turns it off where the operator's pod cannot reach the
+/// addresses its Ingresses report (some clusters cannot reach their own load
+/// balancer from inside).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EndpointCheck {
-    #[serde(default)]
+    /// Absent means on: `endpointCheck: {port: 8080}` moves the check, it
+    /// does not turn it off.
+    #[serde(default = "EndpointCheck::default_enabled")]
     pub enabled: bool,
     #[serde(default = "EndpointCheck::default_port")]
     pub port: u16,
@@ -104,6 +109,9 @@ pub struct EndpointCheck {
 }
 
 impl EndpointCheck {
+    fn default_enabled() -> bool {
+        true
+    }
     fn default_port() -> u16 {
         80
     }
@@ -118,7 +126,7 @@ impl EndpointCheck {
 impl Default for EndpointCheck {
     fn default() -> Self {
         EndpointCheck {
-            enabled: false,
+            enabled: Self::default_enabled(),
             port: Self::default_port(),
             path: Self::default_path(),
         }

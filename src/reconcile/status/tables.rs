@@ -581,6 +581,45 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
     assert!(events_for(&failed, &failed, &Outcome::Converged).is_empty());
 }
 
+/// The endpoint check (on by default) takes Ready away, not a rollout: an
+/// admitted instance whose pods serve again on the revision has finished its
+/// rollout though its endpoint does not answer (the record goes: it holds no
+/// slot of the budget), and past the deadline it fails nothing. The same
+/// record with the pods not serving fails (the negative control).
+#[test]
+fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
+    let mut o = converged(&desired("r2", "img:2"), Phase::Activating);
+    o.status.rollout = Some(crate::rollout::record(
+        crate::api::RolloutState::Admitted,
+        "f",
+        "r2",
+        true,
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    let past_deadline: Timestamp = "2026-01-01T00:10:01Z".parse().unwrap();
+    let not_answering = Activation::Waiting {
+        reason: crate::reconcile::probe::ENDPOINT_NOT_ANSWERING,
+        message: "ingress a: http://a/up via 127.0.0.1:80: connection refused".into(),
+    };
+    let s = after_operator(&o, &Outcome::Converged, Some(&not_answering), past_deadline);
+    assert_eq!(s.rollout, None, "the rollout is done");
+    assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
+    assert_eq!(s.phase, Some(Phase::Activating));
+    let (status, reason, _) = ready(&s);
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::False, "EndpointNotAnswering")
+    );
+
+    let unavailable = Activation::Waiting {
+        reason: "WorkloadUnavailable",
+        message: "0/1".into(),
+    };
+    let s = after_operator(&o, &Outcome::Converged, Some(&unavailable), past_deadline);
+    assert!(s.rollout.is_some());
+    assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_some());
+}
+
 #[test]
 fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
     use crate::claims::{Claimant, Conflict, Lost};

@@ -184,6 +184,20 @@ fn config_map_is_the_operator_config_from_values() {
     );
 }
 
+/// The endpoint check is on in the chart's default configuration (its
+/// example region says nothing of it), and the value the chart README gives
+/// turns it off in the rendered configuration, the region otherwise as it was.
+#[test]
+fn the_endpoint_check_is_on_by_default_and_the_readmes_value_turns_it_off() {
+    let default = rendered_config(&template("rel", "ops", &[]));
+    assert!(default.regions["eu-west-1"].endpoint_check.enabled);
+    let set = "config.regions.eu-west-1.endpointCheck.enabled=false";
+    let off = rendered_config(&template("rel", "ops", &["--set", set]));
+    let region = &off.regions["eu-west-1"];
+    assert!(!region.endpoint_check.enabled, "{set}");
+    assert_eq!(region.domain, default.regions["eu-west-1"].domain);
+}
+
 #[test]
 fn optional_objects_render_only_when_enabled() {
     let kinds = |extra: &[&str]| -> Vec<String> {

@@ -39,9 +39,11 @@ async fn helm_upgrade_of_a_region_reapplies_its_instances() {
     let ns = TestNamespace::new("ops-upgrade").await;
     let classes = shared_class(&ns).await;
     let shared = format!("shared-{}", ns.name);
+    // The endpoint check off: kura-sim serves the shared class, at an address
+    // where nothing answers.
     let region = |network: &str| {
         format!(
-            "config.regions.r1.network={network},config.regions.r1.sharedIngressClass={shared},config.regions.r1.domain=kura.test,config.gateway.controller=example.com/none"
+            "config.regions.r1.network={network},config.regions.r1.sharedIngressClass={shared},config.regions.r1.domain=kura.test,config.regions.r1.endpointCheck.enabled=false,config.gateway.controller=example.com/none"
         )
     };
     let _release = Release::install(

@@ -165,14 +165,65 @@ fn rejects_endpoint_check_port_zero() {
     assert_config_rejected(edit, "regions.eu-west-1.endpointCheck.port", "1 to 65535");
 }
 
-/// The endpoint check renders nothing: turning it on is no fleet rollout.
+/// The endpoint check renders nothing: turning it off (or moving it) is no
+/// fleet rollout.
 #[test]
 fn the_endpoint_check_is_not_in_the_fleet_revision() {
     let before = OperatorConfig::parse(EXAMPLE_CONFIG).unwrap();
-    let after = OperatorConfig::parse(&edited(|c| {
-        eu(c)["endpointCheck"] = serde_yaml::from_str("{enabled: true, port: 8080}").unwrap()
+    for check in ["{enabled: false}", "{port: 8080, path: /health}"] {
+        let after = OperatorConfig::parse(&edited(|c| {
+            eu(c)["endpointCheck"] = serde_yaml::from_str(check).unwrap()
+        }))
+        .unwrap();
+        assert_ne!(before, after, "{check} is read");
+        assert_eq!(before.fleet_revision(), after.fleet_revision(), "{check}");
+    }
+}
+
+/// On by default: a region that says nothing of the check (the example
+/// configuration's) is checked on port 80 at /up, and one that names only a
+/// port or a path is checked too. Only `enabled: false` turns it off.
+#[test]
+fn an_omitted_endpoint_check_or_enabled_means_on() {
+    let example = OperatorConfig::parse(EXAMPLE_CONFIG).unwrap();
+    for (name, region) in &example.regions {
+        assert_eq!(
+            region.endpoint_check,
+            crate::config::EndpointCheck {
+                enabled: true,
+                port: 80,
+                path: "/up".into()
+            },
+            "region {name} omits endpointCheck"
+        );
+    }
+    let moved = |check: &str| {
+        let text = edited(|c| eu(c)["endpointCheck"] = serde_yaml::from_str(check).unwrap());
+        OperatorConfig::parse(&text).unwrap().regions["eu-west-1"]
+            .endpoint_check
+            .clone()
+    };
+    let port = moved("{port: 8080}");
+    assert!(port.enabled && port.port == 8080, "{port:?}");
+    let path = moved("{path: /health}");
+    assert!(path.enabled && path.path == "/health", "{path:?}");
+    assert!(!moved("{enabled: false}").enabled);
+}
+
+/// Serialised, the default check is left out and anything else is written:
+/// read back, an explicit `enabled: false` stays off (left out, it would
+/// come back on).
+#[test]
+fn an_endpoint_check_turned_off_survives_serialisation() {
+    let off = OperatorConfig::parse(&edited(|c| {
+        eu(c)["endpointCheck"] = serde_yaml::from_str("{enabled: false}").unwrap()
     }))
     .unwrap();
-    assert!(after.regions["eu-west-1"].endpoint_check.enabled);
-    assert_eq!(before.fleet_revision(), after.fleet_revision());
+    let text = serde_yaml::to_string(&off).unwrap();
+    assert!(text.contains("enabled: false"), "{text}");
+    assert_eq!(OperatorConfig::parse(&text).unwrap(), off);
+    let example = OperatorConfig::parse(EXAMPLE_CONFIG).unwrap();
+    let text = serde_yaml::to_string(&example).unwrap();
+    assert!(!text.contains("endpointCheck"), "{text}");
+    assert_eq!(OperatorConfig::parse(&text).unwrap(), example);
 }
