@@ -214,6 +214,9 @@ async fn script_is_idempotent_and_reports_crashes() {
                 ("KURA_ETCD_PORT", "23792"),
                 ("KURA_ETCD_PEER_PORT", "23800"),
                 ("KURA_API_PORT", "16444"),
+                // Every port set here: one inherited from the environment
+                // could be a running plane's, refused before the one under test.
+                ("KURA_KCM_PORT", "24257"),
             ],
         ),
         (
@@ -222,6 +225,7 @@ async fn script_is_idempotent_and_reports_crashes() {
                 ("KURA_ETCD_PORT", "23793"),
                 ("KURA_ETCD_PEER_PORT", "23803"),
                 ("KURA_API_PORT", "16443"),
+                ("KURA_KCM_PORT", "24258"),
             ],
         ),
     ] {

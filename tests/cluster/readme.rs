@@ -27,7 +27,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("scripts/dev.sh test", "runs this very suite"),
     (
         "scripts/bench-scale.sh",
-        "the N=1000 benchmark takes most of an hour; tests/bench_smoke.rs runs it at N=5",
+        "the N=1000 benchmark takes most of an hour; crates/kura-bench/tests/smoke.rs runs it at N=5",
     ),
     (
         "cargo test --test cluster chart",
