@@ -83,6 +83,24 @@ fn checked_config(ns: &str, port: u16, enabled: bool) -> String {
     )
 }
 
+/// Creates the instance `acme` and waits until its Ready is False because
+/// its endpoint does not answer: that condition.
+async fn acme_not_answering(instances: &Api<KuraInstance>) -> Condition {
+    apply_json(
+        instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    ready_condition(
+        instances,
+        ConditionStatus::False,
+        Some("EndpointNotAnswering"),
+    )
+    .await
+}
+
 async fn ready_condition(
     instances: &Api<KuraInstance>,
     want: ConditionStatus,
@@ -112,20 +130,7 @@ async fn ready_only_while_the_instances_endpoint_answers() {
     let s = scenario("endpoint", &[]).await;
     let (op, instances, ns) = (&s.op, &s.instances, &s.ns);
     op.set_config(&checked_config(&ns.name, backend.port, true));
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-
-    let down = ready_condition(
-        instances,
-        ConditionStatus::False,
-        Some("EndpointNotAnswering"),
-    )
-    .await;
+    let down = acme_not_answering(instances).await;
     let asked = format!("http://acme.r1.kura.test/up via 127.0.0.1:{}", backend.port);
     assert!(
         down.message.contains(&format!("{asked}: HTTP 503")),
@@ -198,19 +203,7 @@ async fn a_region_that_omits_the_check_is_checked() {
         ns,
     };
     let instances = &s.instances;
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-    let down = ready_condition(
-        instances,
-        ConditionStatus::False,
-        Some("EndpointNotAnswering"),
-    )
-    .await;
+    let down = acme_not_answering(instances).await;
     assert!(
         down.message
             .contains("http://acme.r1.kura.test/up via 127.0.0.1:80"),

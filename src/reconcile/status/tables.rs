@@ -545,8 +545,9 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
     assert!(super::super::report::left_the_budget(&o.status, &done));
 }
 
-#[test]
-fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
+/// Converged on r2 and activating, admitted to the budget for r2 at
+/// 2026-01-01T00:00:00Z (its deadline ten minutes later).
+fn admitted_at_midnight() -> Observed {
     let mut o = converged(&desired("r2", "img:2"), Phase::Activating);
     o.status.rollout = Some(crate::rollout::record(
         crate::api::RolloutState::Admitted,
@@ -555,6 +556,12 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
         true,
         "2026-01-01T00:00:00Z".parse().unwrap(),
     ));
+    o
+}
+
+#[test]
+fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
+    let o = admitted_at_midnight();
     let progressing = Activation::Waiting {
         reason: "WorkloadUnavailable",
         message: "0/1".into(),
@@ -588,14 +595,7 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
 /// record with the pods not serving fails (the negative control).
 #[test]
 fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
-    let mut o = converged(&desired("r2", "img:2"), Phase::Activating);
-    o.status.rollout = Some(crate::rollout::record(
-        crate::api::RolloutState::Admitted,
-        "f",
-        "r2",
-        true,
-        "2026-01-01T00:00:00Z".parse().unwrap(),
-    ));
+    let o = admitted_at_midnight();
     let past_deadline: Timestamp = "2026-01-01T00:10:01Z".parse().unwrap();
     let not_answering = Activation::Waiting {
         reason: crate::reconcile::probe::ENDPOINT_NOT_ANSWERING,

@@ -119,18 +119,15 @@ pub(crate) fn apply_chart_rbac(ns: &TestNamespace, values: &str) -> String {
     format!("{}-kura-operator", ns.name)
 }
 
-/// Applies the chart's RBAC (see [`apply_chart_rbac`]) and checks `can` and `cannot` as that ServiceAccount.
-async fn check_rbac(ns: &TestNamespace, values: &str, can: &[Access], cannot: &[Access]) {
-    let sa = apply_chart_rbac(ns, values);
-    let client = client_as_service_account(&ns.name, &sa).await;
-    // Bindings reach the authorizer's cache asynchronously: wait until every
-    // grant holds, and only then trust a denial.
+/// Waits until `client` may do every access of `can`. Bindings reach the
+/// authorizer's cache asynchronously: only after this is a denial trusted.
+pub(crate) async fn wait_allowed(client: &Client, can: &[Access]) {
     wait_for(
         "every grant to take effect",
         Duration::from_secs(30),
         || async {
             for a in can {
-                if !allowed(&client, a).await {
+                if !allowed(client, a).await {
                     eprintln!("not (yet) allowed: {}", a.describe());
                     return None;
                 }
@@ -139,6 +136,13 @@ async fn check_rbac(ns: &TestNamespace, values: &str, can: &[Access], cannot: &[
         },
     )
     .await;
+}
+
+/// Applies the chart's RBAC (see [`apply_chart_rbac`]) and checks `can` and `cannot` as that ServiceAccount.
+async fn check_rbac(ns: &TestNamespace, values: &str, can: &[Access], cannot: &[Access]) {
+    let sa = apply_chart_rbac(ns, values);
+    let client = client_as_service_account(&ns.name, &sa).await;
+    wait_allowed(&client, can).await;
     for a in cannot {
         assert!(
             !allowed(&client, a).await,

@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 use super::*;
 use crate::chart::ClusterScopedCleanup;
-use crate::chart::rbac::{access, allowed, apply_chart_rbac};
+use crate::chart::rbac::{access, allowed, apply_chart_rbac, wait_allowed};
 use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
 use kura_operator::api::KuraInstance;
 
@@ -156,20 +156,7 @@ async fn gateway_has_its_rights_and_no_more(ns: &TestNamespace, gateway: &str) {
         access("list", "discovery.k8s.io", "endpointslices").ns(here),
         access("list", "networking.k8s.io", "ingressclasses"),
     ];
-    wait_for(
-        "the gateway's grants to take effect",
-        Duration::from_secs(30),
-        || async {
-            for a in &can {
-                if !allowed(&as_gateway, a).await {
-                    eprintln!("not (yet) allowed to the gateway: {}", a.describe());
-                    return None;
-                }
-            }
-            Some(())
-        },
-    )
-    .await;
+    wait_allowed(&as_gateway, &can).await;
     let cannot = [
         access("get", "", "secrets").ns("default"),
         access("list", "networking.k8s.io", "ingresses"),
