@@ -18,6 +18,10 @@ use jiff::Timestamp;
 use kube::Resource;
 
 use crate::api::{KuraGateway, KuraGatewayStatus, KuraInstance, KuraInstanceStatus};
+use crate::endpoint::{Answer, Target};
+
+mod endpoint;
+pub use endpoint::{EndpointMemo, EndpointRecall, Refresh};
 
 /// An object remembered: a resource with a status.
 pub trait Remembered: Resource {
@@ -68,6 +72,8 @@ pub struct Record<S> {
     /// and when; the cache may not show that status write yet
     /// ([`Memory::take_slot`]).
     admitted: Option<(crate::rollout::OrderKey, Instant)>,
+    /// Its endpoint's last answer and the check running (`memory::endpoint`).
+    endpoint: Option<Box<EndpointMemo>>,
 }
 
 impl<S> Default for Record<S> {
@@ -78,6 +84,7 @@ impl<S> Default for Record<S> {
             last_apply: None,
             transient: None,
             admitted: None,
+            endpoint: None,
         }
     }
 }
@@ -258,6 +265,41 @@ impl Memory<KuraInstance> {
             records.entry(uid.clone()).or_default().admitted = Some((key, Instant::now()));
         }
         admission
+    }
+}
+
+impl Memory<KuraInstance> {
+    /// A reconcile's look at the instance's endpoint at `target`
+    /// ([`EndpointMemo::look`]): the last answer, and whether to ask now (then
+    /// a check is counted as running until [`Memory::endpoint_answered`]).
+    pub fn endpoint_look(
+        &self,
+        instance: &KuraInstance,
+        target: &Target,
+        refresh: Refresh,
+    ) -> EndpointRecall {
+        let mut recall = EndpointRecall {
+            last: None,
+            ask: true,
+        };
+        self.with(instance, |r| {
+            recall = r
+                .endpoint
+                .get_or_insert_with(|| Box::new(EndpointMemo::new(target)))
+                .look(target, Instant::now(), refresh);
+        });
+        recall
+    }
+
+    /// A check of the instance `uid`'s endpoint at `target` ended: whether
+    /// its answer changes what was known. Nothing is recorded for an instance
+    /// already forgotten (deleted while its check ran).
+    pub fn endpoint_answered(&self, uid: &str, target: &Target, answer: Answer) -> bool {
+        let mut records = self.records.lock().unwrap();
+        let Some(memo) = records.get_mut(uid).and_then(|r| r.endpoint.as_mut()) else {
+            return false;
+        };
+        memo.answered(target, answer, Instant::now())
     }
 }
 

@@ -62,6 +62,7 @@ pub struct Metrics {
     config_valid: Gauge,
     config_reloads: Family<ResultLabel, Counter>,
     status_writes: Family<ResultLabel, Counter>,
+    endpoint_checks: Family<ResultLabel, Counter>,
     /// Since when every status write has failed (none succeeded since), and
     /// the last error: what `/readyz` reports once it lasts.
     status_failing: Mutex<Option<(Instant, String)>>,
@@ -86,6 +87,7 @@ impl Default for Metrics {
         let config_valid = Gauge::default();
         let config_reloads = Family::<ResultLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
+        let endpoint_checks = Family::<ResultLabel, Counter>::default();
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
@@ -152,10 +154,16 @@ impl Default for Metrics {
             "Status writes of both kinds by result (ok, failed); a failed one is also an Event on the object, and /readyz fails while none has succeeded for a while",
             status_writes.clone(),
         );
+        registry.register(
+            "endpoint_checks",
+            "Requests of the endpoint check by result: answered, no-address, refused, timed-out, failed, status (an HTTP status other than 2xx), wrong-instance",
+            endpoint_checks.clone(),
+        );
         Metrics {
             registry,
             runtime: Arc::default(),
             status_writes,
+            endpoint_checks,
             status_failing: Mutex::new(None),
             reconciles,
             gateway_reconciles,
@@ -205,6 +213,23 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         failing.as_ref().map(|(at, e)| (at.elapsed(), e.clone()))
+    }
+
+    /// One request of the endpoint check ended with `answer`.
+    pub fn endpoint_checked(&self, answer: &crate::endpoint::Answer) {
+        use crate::endpoint::Answer;
+        let result = match answer {
+            Answer::Answered => "answered",
+            Answer::NoAddress { .. } => "no-address",
+            Answer::Refused { .. } => "refused",
+            Answer::TimedOut { .. } => "timed-out",
+            Answer::Failed { .. } => "failed",
+            Answer::Status { .. } => "status",
+            Answer::WrongInstance { .. } => "wrong-instance",
+        };
+        self.endpoint_checks
+            .get_or_create(&ResultLabel { result })
+            .inc();
     }
 
     pub fn record_error(&self, label: &'static str) {

@@ -4,24 +4,52 @@
 //! endpoint answers through its primary Ingress, unless the region turns the
 //! check off (it is on by default). Everything else passes through unchanged.
 //!
-//! Called once per reconcile that probes, right after `probe` (see
-//! `reconcile()`): at most one request per instance per pass, bounded by the
-//! checker's timeout and slots.
+//! The request runs in a task of its own, never inside the reconcile: a
+//! reconcile that asks waits [`ANSWER_WAIT`] at most for the answer, then
+//! decides from the last one this process has (`memory::endpoint`). An answer
+//! that comes later is remembered, and wakes the instance if it changes what
+//! was known. So an address that drops packets costs its own instance a
+//! timeout in the background, and every reconcile worker stays free. One
+//! request per instance per resync once it answers (per activation recheck
+//! while it does not), and never two at once.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::KuraInstance;
 use crate::config::RegionConfig;
-use crate::endpoint::{Answer, Checker, Target};
+use crate::context::Context;
+use crate::endpoint::{Answer, Target};
+use crate::memory::Refresh;
 use crate::render::Desired;
 
-use super::probe::{self, Activation, ENDPOINT_NOT_ANSWERING};
-use super::stores::Stores;
+use super::probe::{self, Activation, ENDPOINT_CHECKING, ENDPOINT_NOT_ANSWERING, IngressFacts};
+
+/// How long a reconcile waits for the answer of a check it began: enough for
+/// an endpoint that answers at once (the common case: decided in the same
+/// pass), short enough that workers are never held by endpoints that do not.
+const ANSWER_WAIT: Duration = Duration::from_millis(250);
+
+/// What the check needs of the pass that calls it.
+pub struct Asker<'a> {
+    pub ctx: &'a Arc<Context>,
+    pub instance: &'a KuraInstance,
+    /// The instance was Ready: its endpoint answered before. With no answer
+    /// yet for its target (this process just started, or the address
+    /// moved), it stays active until the check says otherwise, rather than
+    /// flapping to not Ready for the length of a request.
+    pub was_ready: bool,
+    /// How long an answer stands (`memory::Refresh`).
+    pub refresh: Refresh,
+}
 
 pub async fn confirm(
     activation: Activation,
     desired: &Desired,
-    stores: &Stores,
     region: Option<&RegionConfig>,
-    account: &str,
-    checker: &Checker,
+    asker: &Asker<'_>,
 ) -> Activation {
     let Activation::Active { .. } = &activation else {
         return activation;
@@ -29,7 +57,7 @@ pub async fn confirm(
     let Some(check) = region.map(|r| &r.endpoint_check).filter(|c| c.enabled) else {
         return activation;
     };
-    let (_, ingresses) = probe::gather(desired, stores);
+    let (_, ingresses) = probe::gather(desired, &asker.ctx.stores);
     let Some(primary) = ingresses.first() else {
         return activation;
     };
@@ -50,12 +78,60 @@ pub async fn confirm(
         port: check.port,
         host: primary.host.clone(),
         path: check.path.clone(),
-        account: account.to_string(),
+        account: asker.instance.spec.account.clone(),
     };
-    let answer = checker.check(&target).await;
-    if answer.answered() {
-        return activation;
+    let recall = asker
+        .ctx
+        .memory
+        .endpoint_look(asker.instance, &target, asker.refresh);
+    let asked = match recall.ask {
+        true => ask(asker.ctx, asker.instance, &target).await,
+        false => None,
+    };
+    match asked.or(recall.last) {
+        Some(answer) if answer.answered() => activation,
+        Some(answer) => not_answering(primary, &target, &answer),
+        None if asker.was_ready => activation,
+        None => Activation::Waiting {
+            reason: ENDPOINT_CHECKING,
+            message: format!(
+                "ingress {}: asking http://{}{} via {}:{}, no answer yet",
+                primary.name, target.host, target.path, target.address, target.port
+            ),
+        },
     }
+}
+
+/// Begins a check of `target` in a task of its own and waits [`ANSWER_WAIT`]
+/// at most for its answer. The task remembers the answer however long it
+/// takes; if this reconcile did not take it, and it changes what was known,
+/// the task wakes the instance.
+async fn ask(ctx: &Arc<Context>, instance: &KuraInstance, target: &Target) -> Option<Answer> {
+    let uid = instance.metadata.uid.clone()?;
+    let wake = ObjectRef::from_obj(instance);
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let (ctx, target) = (ctx.clone(), target.clone());
+    tokio::spawn(async move {
+        let answer = ctx.endpoint.check(&target).await;
+        ctx.metrics.endpoint_checked(&answer);
+        tracing::debug!(answer = ?answer, "endpoint checked");
+        let changed = ctx.memory.endpoint_answered(&uid, &target, answer.clone());
+        if tx.send(answer).is_err() && changed {
+            let _ = ctx.wake.send(wake);
+        }
+    });
+    match tokio::time::timeout(ANSWER_WAIT, &mut rx).await {
+        Ok(answer) => answer.ok(),
+        Err(_) => {
+            // From here the task's send fails (and it wakes the instance on a
+            // change) unless the answer is already in the channel.
+            rx.close();
+            rx.try_recv().ok()
+        }
+    }
+}
+
+fn not_answering(primary: &IngressFacts, target: &Target, answer: &Answer) -> Activation {
     let controller = primary
         .class
         .as_ref()
@@ -76,7 +152,7 @@ pub async fn confirm(
         message: format!(
             "ingress {}: {}{cause}",
             primary.name,
-            answer.message(&target)
+            answer.message(target)
         ),
     }
 }

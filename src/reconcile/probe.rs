@@ -19,7 +19,9 @@ use crate::render::hash::short;
 /// becoming "1/3 …") at most every `status::MESSAGE_REFRESH`.
 const PROGRESSING: &str = "WorkloadProgressing";
 
-pub use kura_core::outcome::{Activation, ENDPOINT_NOT_ANSWERING, INGRESS_NO_ADDRESS};
+pub use kura_core::outcome::{
+    Activation, ENDPOINT_CHECKING, ENDPOINT_NOT_ANSWERING, INGRESS_NO_ADDRESS,
+};
 
 /// The workload of an instance whose change waits for the rollout budget:
 /// `None` while it serves (its last report stands), otherwise why not, from

@@ -21,7 +21,7 @@ use crate::rollout::Admission;
 
 /// One pass for one instance, as the report steps read it.
 pub struct Pass<'a> {
-    pub ctx: &'a Context,
+    pub ctx: &'a Arc<Context>,
     pub instance: &'a Arc<KuraInstance>,
     pub config: &'a OperatorConfig,
     pub decision: &'a Decision,
@@ -39,18 +39,17 @@ impl Pass<'_> {
     pub async fn activation(&self, outcome: &Outcome) -> Option<Activation> {
         let cached = self.cached_activation(outcome)?;
         let desired = self.decision.desired()?;
-        let spec = &self.instance.spec;
-        Some(
-            endpoint_check::confirm(
-                cached,
-                desired,
-                &self.ctx.stores,
-                self.config.regions.get(&spec.region),
-                &spec.account,
-                &self.ctx.endpoint,
-            )
-            .await,
-        )
+        let asker = endpoint_check::Asker {
+            ctx: self.ctx,
+            instance: self.instance,
+            was_ready: self.decision.observed.status.phase == Some(crate::api::Phase::Ready),
+            refresh: crate::memory::Refresh {
+                answered: self.ctx.resync,
+                not_answered: super::ACTIVATION_RECHECK.min(self.ctx.resync),
+            },
+        };
+        let region = self.config.regions.get(&self.instance.spec.region);
+        Some(endpoint_check::confirm(cached, desired, region, &asker).await)
     }
 
     /// What the caches say of the instance's activation after `outcome`.

@@ -27,18 +27,33 @@ const T: Duration = Duration::from_secs(90);
 struct Backend {
     port: u16,
     response: Arc<Mutex<&'static str>>,
+    /// How long it takes to answer.
+    delay: Arc<Mutex<Duration>>,
+    /// Requests served so far.
+    served: Arc<std::sync::atomic::AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Backend {
     async fn start(response: &'static str) -> Backend {
+        Self::start_slow(response, Duration::ZERO).await
+    }
+
+    /// Answers each request `delay` after reading it.
+    async fn start_slow(response: &'static str, delay: Duration) -> Backend {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let response = Arc::new(Mutex::new(response));
         let serving = response.clone();
+        let delay = Arc::new(Mutex::new(delay));
+        let slow = delay.clone();
+        let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counting = served.clone();
         let task = tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
                 let answer = *serving.lock().unwrap();
+                let delay = *slow.lock().unwrap();
+                let counting = counting.clone();
                 tokio::spawn(async move {
                     let mut request = Vec::new();
                     let mut buf = [0u8; 1024];
@@ -48,15 +63,27 @@ impl Backend {
                             Ok(n) => request.extend_from_slice(&buf[..n]),
                         }
                     }
+                    tokio::time::sleep(delay).await;
                     let _ = conn.write_all(answer.as_bytes()).await;
+                    counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 });
             }
         });
         Backend {
             port,
             response,
+            delay,
+            served,
             task,
         }
+    }
+
+    fn answer_after(&self, delay: Duration) {
+        *self.delay.lock().unwrap() = delay;
+    }
+
+    fn served(&self) -> usize {
+        self.served.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn answer(&self, response: &'static str) {
@@ -209,6 +236,170 @@ async fn a_region_that_omits_the_check_is_checked() {
             .contains("http://acme.r1.kura.test/up via 127.0.0.1:80"),
         "names where it was asked (port 80, path /up): {}",
         down.message
+    );
+    s.finish().await;
+}
+
+/// Plays an address that drops packets, as a client sees it: connections are
+/// taken and never answered, so every check waits out its timeout (3 s).
+struct Silent {
+    port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    async fn start() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        Silent { port, task }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Endpoints that never answer hold no reconcile worker: with one worker
+/// (`--concurrency 1`) and three instances whose checks each wait out the
+/// 3 s timeout again at every recheck, every instance still gets its reason
+/// naming the timeout, and no reconcile lasts as long as a check (the
+/// reconcile duration histogram: all under 2.048 s). Before, the check was
+/// awaited inside the reconcile: each of these reconciles took the full 3 s
+/// (bucket 4.096), and about five such instances per worker kept every
+/// worker busy, other instances waiting behind them.
+#[tokio::test]
+async fn endpoints_that_never_answer_hold_no_reconcile_worker() {
+    let silent = Silent::start().await;
+    let s = scenario("endpoint-silent", &["--concurrency", "1"]).await;
+    let (op, instances, ns) = (&s.op, &s.instances, &s.ns);
+    op.set_config(&checked_config(&ns.name, silent.port, true));
+    crate::operator::create_fleet(instances, "silent", 3).await;
+    wait_for("three instances naming the check's timeout", T, || async {
+        let list = instances.list(&Default::default()).await.ok()?;
+        let timed_out = list
+            .items
+            .iter()
+            .filter(|i| {
+                i.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.reason == "EndpointNotAnswering"
+                            && c.message.contains("no answer within 3s")
+                    })
+                })
+            })
+            .count();
+        (timed_out == 3).then_some(())
+    })
+    .await;
+    // More checks time out while the instances wait (a recheck per resync).
+    let checks = "kura_endpoint_checks_total{result=\"timed-out\"}";
+    wait_for("six timed-out checks", T, || async {
+        (op.metric(checks).await? >= 6.0).then_some(())
+    })
+    .await;
+    let count = op
+        .metric("kura_reconcile_duration_seconds_count")
+        .await
+        .unwrap();
+    let quick = op
+        .metric("kura_reconcile_duration_seconds_bucket{le=\"2.048\"}")
+        .await
+        .unwrap();
+    assert!(count > 0.0);
+    assert_eq!(
+        quick, count,
+        "every reconcile under 2.048 s while checks take 3 s"
+    );
+    s.finish().await;
+}
+
+/// An answer slower than a reconcile waits for (1 s) still counts: the
+/// instance goes Ready on it. After a restart the new process knows no
+/// answer yet: the instance, Ready before, stays Ready while it is asked
+/// again, so its status is not written at all (without that it would go not
+/// Ready, `EndpointChecking`, and back: two writes and two Events per instance
+/// at every restart). An instance that answers is asked about once per
+/// resync (3 s here), not at every reconcile (before, each pass asked, and
+/// waited for the answer).
+#[tokio::test]
+async fn a_slow_answer_counts_a_restart_keeps_ready_and_a_resync_asks_once() {
+    let backend = Backend::start_slow(OK_ACME, Duration::from_secs(1)).await;
+    let mut s = scenario("endpoint-slow", &[]).await;
+    let ns = s.ns.name.clone();
+    s.op.set_config(&checked_config(&ns, backend.port, true));
+    apply_json(
+        &s.instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    wait_ready(&s.instances, "acme").await;
+    let before = s.instances.get("acme").await.unwrap();
+
+    let served = backend.served();
+    s.op.restart(&[]);
+    let op = &s.op;
+    wait_for(
+        "the endpoint asked again, and a pass after its answer",
+        T,
+        || async {
+            let answered = op
+                .metric("kura_endpoint_checks_total{result=\"answered\"}")
+                .await?;
+            let converged = op
+                .metric("kura_reconciles_total{result=\"converged\"}")
+                .await?;
+            (answered >= 1.0 && converged >= 2.0).then_some(())
+        },
+    )
+    .await;
+    let after = s.instances.get("acme").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "no status write across the restart: {:?}",
+        after.status
+    );
+
+    // Once per resync, not per reconcile: eight annotation changes, each a
+    // reconcile that probes, in a few seconds, and the endpoint is asked
+    // about once per resync (3 s) in that time. Before, each pass asked.
+    // (Answering at once from here: a slow answer would itself space the
+    // requests, one running at a time.)
+    backend.answer_after(Duration::ZERO);
+    let converged = "kura_reconciles_total{result=\"converged\"}";
+    let started = std::time::Instant::now();
+    let served_before = backend.served().max(served);
+    let reconciles_before = op.metric(converged).await.unwrap();
+    for poke in 1..=8 {
+        let patch = serde_json::json!({"metadata": {"annotations": {"test.kura.dev/poke": poke.to_string()}}});
+        s.instances
+            .patch(
+                "acme",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        wait_for("the poke reconciled", T, || async {
+            (op.metric(converged).await? >= reconciles_before + f64::from(poke)).then_some(())
+        })
+        .await;
+    }
+    let asked = backend.served() - served_before;
+    let resyncs = started.elapsed().as_secs_f64() / 3.0;
+    assert!(
+        (asked as f64) <= resyncs.ceil() + 1.0,
+        "{asked} requests for 8 reconciles in {resyncs:.1} resyncs"
     );
     s.finish().await;
 }

@@ -98,6 +98,11 @@ pub const INGRESS_NO_ADDRESS: &str = "IngressNoAddress";
 /// has an address, and whose endpoint does not answer there (`crate::endpoint`).
 pub const ENDPOINT_NOT_ANSWERING: &str = "EndpointNotAnswering";
 
+/// The reason of an activation like [`ENDPOINT_NOT_ANSWERING`]'s whose
+/// endpoint has not been asked yet: its first check is still running (it
+/// runs beside the reconcile, which does not wait for a slow one).
+pub const ENDPOINT_CHECKING: &str = "EndpointChecking";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Activation {
     Active {
@@ -115,9 +120,12 @@ impl Activation {
     pub fn workload_available(&self) -> bool {
         match self {
             Activation::Active { .. } => true,
-            Activation::Waiting { reason, .. } => {
-                *reason == INGRESS_NO_ADDRESS || *reason == ENDPOINT_NOT_ANSWERING
-            }
+            Activation::Waiting { reason, .. } => [
+                INGRESS_NO_ADDRESS,
+                ENDPOINT_NOT_ANSWERING,
+                ENDPOINT_CHECKING,
+            ]
+            .contains(reason),
         }
     }
 }

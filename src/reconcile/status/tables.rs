@@ -592,24 +592,36 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
 /// admitted instance whose pods serve again on the revision has finished its
 /// rollout though its endpoint does not answer (the record goes: it holds no
 /// slot of the budget), and past the deadline it fails nothing. The same
-/// record with the pods not serving fails (the negative control).
+/// record with the pods not serving fails (the negative control). So does an
+/// endpoint whose first check is still running.
 #[test]
 fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
     let o = admitted_at_midnight();
     let past_deadline: Timestamp = "2026-01-01T00:10:01Z".parse().unwrap();
-    let not_answering = Activation::Waiting {
-        reason: crate::reconcile::probe::ENDPOINT_NOT_ANSWERING,
-        message: "ingress a: http://a/up via 127.0.0.1:80: connection refused".into(),
-    };
-    let s = after_operator(&o, &Outcome::Converged, Some(&not_answering), past_deadline);
-    assert_eq!(s.rollout, None, "the rollout is done");
-    assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
-    assert_eq!(s.phase, Some(Phase::Activating));
-    let (status, reason, _) = ready(&s);
-    assert_eq!(
-        (status, reason.as_str()),
-        (ConditionStatus::False, "EndpointNotAnswering")
-    );
+    for (reason, message) in [
+        (
+            crate::reconcile::probe::ENDPOINT_NOT_ANSWERING,
+            "ingress a: http://a/up via 127.0.0.1:80: connection refused",
+        ),
+        (
+            crate::reconcile::probe::ENDPOINT_CHECKING,
+            "ingress a: asking http://a/up via 127.0.0.1:80, no answer yet",
+        ),
+    ] {
+        let waiting = Activation::Waiting {
+            reason,
+            message: message.into(),
+        };
+        let s = after_operator(&o, &Outcome::Converged, Some(&waiting), past_deadline);
+        assert_eq!(s.rollout, None, "{reason}: the rollout is done");
+        assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
+        assert_eq!(s.phase, Some(Phase::Activating));
+        let (status, ready_reason, _) = ready(&s);
+        assert_eq!(
+            (status, ready_reason.as_str()),
+            (ConditionStatus::False, reason)
+        );
+    }
 
     let unavailable = Activation::Waiting {
         reason: "WorkloadUnavailable",
