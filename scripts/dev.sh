@@ -67,7 +67,24 @@ case "${1:-}" in
     $cp prometheus  # promtool and Prometheus for tests/cluster/monitoring.rs (cached)
     $cp kube-state-metrics  # for tests/cluster/kube_state_metrics.rs (cached)
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
-    RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets --no-fail-fast
+    # The node's tests (and the README's, which runs the demo on the node) take
+    # turns on the one node a machine has (NODE_LOCK): in the same run as the
+    # rest, every test thread could end up waiting for that turn. So they run
+    # beside the rest, one at a time, in a second run of the same build, its
+    # lines prefixed with "[node] ".
+    cargo test --locked --workspace --all-targets --no-run
+    node_only=(node:: readme::)
+    RUST_TEST_THREADS=1 cargo test --locked --workspace --all-targets --no-fail-fast -- "${node_only[@]}" \
+      > >(sed -u 's/^/[node] /') 2>&1 &
+    node_pid=$!
+    rest=0
+    RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets --no-fail-fast -- \
+      --skip node:: --skip readme:: || rest=$?
+    node=0; wait "$node_pid" || node=$?
+    if [ "$rest" != 0 ] || [ "$node" != 0 ]; then
+      echo "dev.sh: tests failed (node:: and readme:: exit $node, the rest $rest)" >&2
+      exit 1
+    fi
     ;;
   demo)
     exec scripts/demo.sh
