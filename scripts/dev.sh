@@ -71,18 +71,21 @@ case "${1:-}" in
     # turns on the one node a machine has (NODE_LOCK): in the same run as the
     # rest, every test thread could end up waiting for that turn. So they run
     # beside the rest, one at a time, in a second run of the same build, its
-    # lines prefixed with "[node] ".
+    # lines prefixed with "[node] ". Both runs select every package (the
+    # same feature resolution as the build: nothing is built twice); the
+    # benchmarks' harness takes no test filters, so they run once on their
+    # own afterwards (each benchmark once, as a test).
     cargo test --locked --workspace --all-targets --no-run
-    node_only=(node:: readme::)
-    RUST_TEST_THREADS=1 cargo test --locked --workspace --all-targets --no-fail-fast -- "${node_only[@]}" \
+    RUST_TEST_THREADS=1 cargo test --locked --workspace --tests --no-fail-fast -- node:: readme:: \
       > >(sed -u 's/^/[node] /') 2>&1 &
     node_pid=$!
     rest=0
-    RUST_TEST_THREADS=4 cargo test --locked --workspace --all-targets --no-fail-fast -- \
+    RUST_TEST_THREADS=4 cargo test --locked --workspace --tests --no-fail-fast -- \
       --skip node:: --skip readme:: || rest=$?
     node=0; wait "$node_pid" || node=$?
-    if [ "$rest" != 0 ] || [ "$node" != 0 ]; then
-      echo "dev.sh: tests failed (node:: and readme:: exit $node, the rest $rest)" >&2
+    benches=0; cargo test --locked --workspace --bench '*' || benches=$?
+    if [ "$rest" != 0 ] || [ "$node" != 0 ] || [ "$benches" != 0 ]; then
+      echo "dev.sh: tests failed (exit codes: node:: and readme:: $node, the rest $rest, the benchmarks $benches)" >&2
       exit 1
     fi
     ;;

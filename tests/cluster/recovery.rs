@@ -108,3 +108,61 @@ async fn crash_between_apply_and_status_write_recovers() {
         .delete(&format!("shared-{}", ns.name), &Default::default())
         .await;
 }
+
+/// A crash between the apply of a change and its status write: the children
+/// carry the new revision with the fingerprint of the killed process's own
+/// apply (the change adds fields: the region's default resources), while the
+/// status still records the old revision's. The restarted process records
+/// the apply and sends nothing again: its own fields are no other manager's
+/// drift. Before, every child whose fields the change had added read as
+/// "field-drift" and was written a second time (after a shard's failover, by
+/// a second replica: a double write of one revision).
+#[tokio::test]
+async fn a_crash_after_a_changes_apply_is_not_taken_for_drift() {
+    let mut scenario = ready_instance("crash-change").await;
+    let instances = scenario.instances.clone();
+    let ns = scenario.ns.name.clone();
+    let before = instances.get("acme").await.unwrap().status.unwrap();
+    scenario.op.restart(&[("KURA_FAULT_EXIT_AFTER_APPLY", "1")]);
+    scenario.op.set_config(&format!(
+        "{}    defaultResources:\n      requests: {{cpu: 100m}}\n",
+        config(&ns, "host", "example.com/none")
+    ));
+    let exit = scenario.op.wait_exit(Duration::from_secs(60)).await;
+    assert_eq!(exit.code(), Some(137), "the fault hook fired");
+    let sts: Api<StatefulSet> = scenario.ns.api();
+    let live = sts.get("acme").await.unwrap();
+    let requests = live.spec.unwrap().template.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .and_then(|r| r.requests);
+    assert!(
+        requests.is_some_and(|r| r.contains_key("cpu")),
+        "the change was applied before the crash"
+    );
+    let recorded = instances.get("acme").await.unwrap().status.unwrap();
+    assert_eq!(
+        recorded.applied_revision, before.applied_revision,
+        "the status write of the change never happened"
+    );
+
+    scenario.op.restart(&[]);
+    wait_for("the change recorded", Duration::from_secs(90), || async {
+        let s = instances.get("acme").await.ok()?.status?;
+        (s.applied_revision != before.applied_revision
+            && s.applied_revision == s.desired_revision
+            && s.phase == Some(Phase::Ready))
+        .then_some(())
+    })
+    .await;
+    let drift = scenario
+        .op
+        .metric("kura_applies_total{reason=\"field-drift\"}")
+        .await
+        .unwrap();
+    assert_eq!(
+        drift, 0.0,
+        "the restarted process took its own apply for drift"
+    );
+    scenario.finish().await;
+}

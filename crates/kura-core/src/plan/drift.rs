@@ -73,16 +73,33 @@ pub fn child_reasons(
 
 /// The fingerprint of the fields the operator owns moved since its last apply
 /// of the object (as the inventory recorded it).
+///
+/// Only a record of the very version the object carries (its stamp is the
+/// recorded hash) can say so. An apply whose status write never landed (the
+/// process, or a replica whose shard another took over, was killed between
+/// the two) leaves the object a version the record does not know, with the
+/// fingerprint of the operator's own apply: that is no drift, and sending it
+/// again would be a second write of the same revision (by a second replica,
+/// after a failover). Another manager holding fields of it still counts.
 pub fn fields_taken(
     inventory: &[InventoryEntry],
     object: &RenderedObject,
     live: &LiveChild,
 ) -> bool {
-    let recorded = inventory
+    let Some(entry) = inventory
         .iter()
         .find(|e| ObjectId::from_inventory(e).as_ref() == Some(&object.id))
-        .and_then(|e| e.owned_fields.as_deref());
-    recorded.is_some() && live.owned_fields.as_deref() != recorded
+    else {
+        return false;
+    };
+    let Some(recorded) = entry.owned_fields.as_deref() else {
+        return false;
+    };
+    if live.revision.as_deref() == Some(entry.hash.as_str()) {
+        live.owned_fields.as_deref() != Some(recorded)
+    } else {
+        !live.other_managers.is_empty()
+    }
 }
 
 /// The object as the cluster has it is not what this revision renders.

@@ -321,6 +321,42 @@ fn fields_taken_by_another_manager_are_taken_back_on_that_child_only() {
     assert!(matches!(reasons(p)[..], [ApplyReason::FieldDrift(..)]));
 }
 
+/// An apply whose status write never landed (a kill between the two; after a
+/// failover, another replica decides next): the live objects carry the new
+/// revision with the fingerprint of that apply, the record still describes
+/// the old one. Nothing is sent again (before, every object the apply had
+/// changed read as fields taken, and was written a second time); another
+/// manager holding fields of it is still drift.
+#[test]
+fn an_apply_whose_record_never_landed_is_not_drift() {
+    let old = desired("r1", "img:1");
+    let new = desired("r2", "img:1");
+    let mut o = converged(&old, Phase::Ready);
+    let changed: Vec<_> = new
+        .objects
+        .iter()
+        .filter(|n| old.objects.iter().any(|p| p.id == n.id && p.hash != n.hash))
+        .collect();
+    assert!(!changed.is_empty());
+    for n in &changed {
+        o.children.insert(
+            n.id.clone(),
+            LiveChild::ours(&n.hash, "fingerprint-of-the-new-apply"),
+        );
+    }
+    assert!(
+        super::drift::child_reasons(&new.objects, &o.children, &o.status.inventory).is_empty(),
+        "the killed apply's own fields are not drift"
+    );
+    let sts_id = sts(&new);
+    o.children.get_mut(&sts_id).unwrap().other_managers = vec!["kubectl".into()];
+    let reasons = super::drift::child_reasons(&new.objects, &o.children, &o.status.inventory);
+    assert!(
+        matches!(&reasons[..], [ApplyReason::FieldDrift(id, who)] if *id == sts_id.to_string() && who == &["kubectl"]),
+        "{reasons:?}"
+    );
+}
+
 #[test]
 fn an_object_of_the_desired_name_that_is_not_ours_is_reported_and_nothing_is_sent() {
     let d = desired("r1", "img:1");
