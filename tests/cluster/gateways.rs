@@ -3,8 +3,10 @@
 //! another namespace, only gateways the operator created are collected (and not
 //! while anything still uses them), drift in its children is repaired as it
 //! happens (a contested field at most three times a minute, then held and
-//! reported), and deleting a namespace never waits for the operator.
+//! reported), bindings of its names made by someone else are reported and left
+//! alone, and deleting a namespace never waits for the operator.
 
+mod bindings;
 mod collection;
 mod conflict;
 mod drift;

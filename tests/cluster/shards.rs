@@ -305,6 +305,8 @@ fn change_every_pod(a: &Operator, b: &Operator) -> Instant {
 struct Write {
     replica: String,
     verb: String,
+    /// When the apiserver received it (RFC 3339).
+    at: String,
     /// `namespace/resource[/subresource]/name`.
     object: String,
 }
@@ -333,6 +335,7 @@ fn writes(bench: &Bench, since: &str) -> Vec<Write> {
             Some(Write {
                 replica: replica.to_string(),
                 verb: e["verb"].as_str()?.to_string(),
+                at: at.to_string(),
                 object: format!(
                     "{namespace}/{}{sub}/{}",
                     o["resource"].as_str()?,
@@ -344,7 +347,7 @@ fn writes(bench: &Bench, since: &str) -> Vec<Write> {
 }
 
 /// The objects (not statuses) written by more than one replica among `writes`.
-fn written_twice(writes: &[Write]) -> BTreeMap<String, BTreeSet<String>> {
+fn written_twice(writes: &[Write]) -> BTreeMap<String, Vec<String>> {
     let mut by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for w in writes.iter().filter(|w| !w.object.contains("/status/")) {
         by.entry(w.object.clone())
@@ -352,7 +355,19 @@ fn written_twice(writes: &[Write]) -> BTreeMap<String, BTreeSet<String>> {
             .insert(w.replica.clone());
     }
     by.retain(|_, who| who.len() > 1);
-    by
+    // Each such object's writes, in order, for the failure message: who,
+    // which verb, when.
+    by.into_keys()
+        .map(|object| {
+            let mut seen: Vec<String> = writes
+                .iter()
+                .filter(|w| w.object == object)
+                .map(|w| format!("{} {} {}", w.at, w.replica, w.verb))
+                .collect();
+            seen.sort();
+            (object, seen)
+        })
+        .collect()
 }
 
 /// Now, as the audit log writes it.

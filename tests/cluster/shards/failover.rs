@@ -52,6 +52,7 @@ async fn two_replicas_share_the_shards_and_a_killed_ones_are_taken_over_during_a
     .await;
     a.kill();
     let killed = Instant::now();
+    let killed_at = now();
     let taken = bench.balanced(&[("b", &b, 4)], LEASE * 2).await;
     let taken_over = killed.elapsed();
     bench.converged(&first, Duration::from_secs(120)).await;
@@ -78,6 +79,6 @@ async fn two_replicas_share_the_shards_and_a_killed_ones_are_taken_over_during_a
     let twice = written_twice(&during);
     assert!(
         twice.is_empty(),
-        "objects written by both replicas: {twice:?}"
+        "objects written by both replicas (a killed at {killed_at}): {twice:#?}"
     );
 }
