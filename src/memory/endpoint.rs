@@ -118,6 +118,10 @@ mod tests {
         not_answered: Duration::from_secs(15),
     };
 
+    fn recall(last: Option<Answer>, ask: bool) -> EndpointRecall {
+        EndpointRecall { last, ask }
+    }
+
     fn at(start: Instant, secs: u64) -> Instant {
         start + Duration::from_secs(secs)
     }
@@ -128,29 +132,14 @@ mod tests {
         let t = target("10.0.0.1");
         let mut memo = EndpointMemo::new(&t);
         let first = memo.look(&t, t0, REFRESH);
-        assert_eq!(
-            first,
-            EndpointRecall {
-                last: None,
-                ask: true
-            }
-        );
+        assert_eq!(first, recall(None, true));
         // A second reconcile while it runs (its answer is slow): no second request.
         let second = memo.look(&t, at(t0, 20), REFRESH);
-        assert_eq!(
-            second,
-            EndpointRecall {
-                last: None,
-                ask: false
-            }
-        );
+        assert_eq!(second, recall(None, false));
         assert!(memo.answered(&t, Answer::Answered, at(t0, 21)));
         assert_eq!(
             memo.look(&t, at(t0, 22), REFRESH),
-            EndpointRecall {
-                last: Some(Answer::Answered),
-                ask: false
-            }
+            recall(Some(Answer::Answered), false)
         );
     }
 
@@ -164,26 +153,14 @@ mod tests {
         // Counted from when the request began, not when it ended.
         assert!(!memo.look(&t, at(t0, 299), REFRESH).ask);
         let stale = memo.look(&t, at(t0, 300), REFRESH);
-        assert_eq!(
-            stale,
-            EndpointRecall {
-                last: Some(Answer::Answered),
-                ask: true
-            }
-        );
+        assert_eq!(stale, recall(Some(Answer::Answered), true));
         let refused = Answer::Refused {
             error: "connection refused".into(),
         };
         memo.answered(&t, refused.clone(), at(t0, 300));
         assert!(!memo.look(&t, at(t0, 314), REFRESH).ask);
         let again = memo.look(&t, at(t0, 315), REFRESH);
-        assert_eq!(
-            again,
-            EndpointRecall {
-                last: Some(refused),
-                ask: true
-            }
-        );
+        assert_eq!(again, recall(Some(refused), true));
     }
 
     #[test]
@@ -214,14 +191,7 @@ mod tests {
         // A check of the old address is running when the address moves.
         memo.look(&old, at(t0, 300), REFRESH);
         let moved = memo.look(&new, at(t0, 301), REFRESH);
-        assert_eq!(
-            moved,
-            EndpointRecall {
-                last: None,
-                ask: true
-            },
-            "asked at once"
-        );
+        assert_eq!(moved, recall(None, true), "asked at once");
         assert!(
             !memo.answered(&old, Answer::Answered, at(t0, 302)),
             "dropped"

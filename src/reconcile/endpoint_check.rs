@@ -84,9 +84,10 @@ pub async fn confirm(
         .ctx
         .memory
         .endpoint_look(asker.instance, &target, asker.refresh);
-    let asked = match recall.ask {
-        true => ask(asker.ctx, asker.instance, &target).await,
-        false => None,
+    let asked = if recall.ask {
+        ask(asker.ctx, asker.instance, &target).await
+    } else {
+        None
     };
     match asked.or(recall.last) {
         Some(answer) if answer.answered() => activation,
@@ -95,8 +96,9 @@ pub async fn confirm(
         None => Activation::Waiting {
             reason: ENDPOINT_CHECKING,
             message: format!(
-                "ingress {}: asking http://{}{} via {}:{}, no answer yet",
-                primary.name, target.host, target.path, target.address, target.port
+                "ingress {}: asking {}, no answer yet",
+                primary.name,
+                target.url()
             ),
         },
     }

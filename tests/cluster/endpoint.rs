@@ -110,9 +110,7 @@ fn checked_config(ns: &str, port: u16, enabled: bool) -> String {
     )
 }
 
-/// Creates the instance `acme` and waits until its Ready is False because
-/// its endpoint does not answer: that condition.
-async fn acme_not_answering(instances: &Api<KuraInstance>) -> Condition {
+async fn create_acme(instances: &Api<KuraInstance>) {
     apply_json(
         instances,
         "test",
@@ -120,6 +118,12 @@ async fn acme_not_answering(instances: &Api<KuraInstance>) -> Condition {
     )
     .await
     .unwrap();
+}
+
+/// Creates the instance `acme` and waits until its Ready is False because
+/// its endpoint does not answer: that condition.
+async fn acme_not_answering(instances: &Api<KuraInstance>) -> Condition {
+    create_acme(instances).await;
     ready_condition(
         instances,
         ConditionStatus::False,
@@ -192,13 +196,7 @@ async fn without_the_check_an_address_is_enough_even_when_nothing_answers() {
     let s = scenario("endpoint-off", &[]).await;
     let (op, instances, ns) = (&s.op, &s.instances, &s.ns);
     op.set_config(&checked_config(&ns.name, backend.port, false));
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    create_acme(instances).await;
     let status = wait_ready(instances, "acme").await;
     let ready = status
         .conditions
@@ -336,13 +334,7 @@ async fn a_slow_answer_counts_a_restart_keeps_ready_and_a_resync_asks_once() {
     let mut s = scenario("endpoint-slow", &[]).await;
     let ns = s.ns.name.clone();
     s.op.set_config(&checked_config(&ns, backend.port, true));
-    apply_json(
-        &s.instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    create_acme(&s.instances).await;
     wait_ready(&s.instances, "acme").await;
     let before = s.instances.get("acme").await.unwrap();
 

@@ -27,6 +27,16 @@ pub struct Target {
     pub account: String,
 }
 
+impl Target {
+    /// What is asked, and where: `http://<host><path> via <address>:<port>`.
+    pub fn url(&self) -> String {
+        format!(
+            "http://{}{} via {}:{}",
+            self.host, self.path, self.address, self.port
+        )
+    }
+}
+
 /// How the request went. Only [`Answer::Answered`] makes an instance active.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
@@ -64,10 +74,7 @@ impl Answer {
 
     /// The status message: the step that failed, with the address and port.
     pub fn message(&self, target: &Target) -> String {
-        let url = format!(
-            "http://{}{} via {}:{}",
-            target.host, target.path, target.address, target.port
-        );
+        let url = target.url();
         match self {
             Answer::Answered => format!("{url} answered"),
             Answer::NoAddress { ingress } => {

@@ -5,9 +5,8 @@
 //! are reported as a name conflict, naming them, and left exactly as they
 //! were: never rebound, never deleted, with nothing else of the gateway
 //! applied meanwhile. Once they are gone, the gateway heals with its own.
-//! Without the ownership rule, the operator would apply over them (a 422 on
-//! their immutable roleRef, or, for a binding of the same role, rewriting an
-//! administrator's subjects), and collecting the gateway would delete them.
+//! (Not checked here: what the operator would do to them without its
+//! ownership rule; no build without it was run.)
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
