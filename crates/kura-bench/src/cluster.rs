@@ -30,6 +30,9 @@ pub struct Bench {
     pub user: String,
     /// Configuration files, rendered manifests and the operator's log.
     pub workdir: PathBuf,
+    /// Whether the configuration names `endpointCheck` (see
+    /// `Args::without_endpoint_check_setting`).
+    pub endpoint_check_setting: bool,
 }
 
 pub async fn client(kubeconfig: &std::path::Path) -> BenchResult<Client> {
@@ -68,6 +71,7 @@ impl Bench {
             class: format!("kura-bench-{suffix}"),
             user,
             workdir: std::env::temp_dir().join(format!("kura-bench-{suffix}")),
+            endpoint_check_setting: !args.without_endpoint_check_setting,
         };
         std::fs::create_dir_all(&bench.workdir)?;
         if let Err(e) = bench.create_objects().await {
@@ -116,10 +120,15 @@ impl Bench {
     /// The endpoint check is off: kura-sim serves the region's class, at an
     /// address where nothing answers.
     pub fn config_with_budget(&self, version: u32, max_unavailable: &str) -> String {
+        let endpoint_check = if self.endpoint_check_setting {
+            "    endpointCheck: {enabled: false}\n"
+        } else {
+            ""
+        };
         format!(
             "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: kura.dev/sim-ingress\n  replicas: 1\n\
              regions:\n  {REGION}:\n    network: host\n    sharedIngressClass: {}\n    domain: v{version}.bench.kura.test\n\
-             \x20   endpointCheck: {{enabled: false}}\n\
+             {endpoint_check}\
              rollout:\n  maxUnavailable: \"{max_unavailable}\"\n",
             self.class
         )

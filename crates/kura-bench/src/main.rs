@@ -88,6 +88,13 @@ pub struct Args {
     /// large N; phases 1–6 do not depend on it).
     #[arg(long)]
     pub skip_budget: bool,
+    /// Leave the region's `endpointCheck` setting out of the operator's
+    /// configuration: an operator built before the setting existed (before
+    /// issue 23) refuses a configuration that names it. For a comparison with
+    /// such a build (`--operator-bin`) on the same plane; an operator that
+    /// knows the setting would then check endpoints, which nothing answers.
+    #[arg(long)]
+    pub without_endpoint_check_setting: bool,
 }
 
 impl Args {

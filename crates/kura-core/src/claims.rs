@@ -37,6 +37,7 @@
 //! the caches, updated per watch event; the operator's `claims::watch` joins
 //! them to the reconcile.
 
+mod few;
 pub mod index;
 
 use std::fmt;

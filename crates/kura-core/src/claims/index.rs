@@ -14,6 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::few::Few;
 use super::{Claimant, Hold, HostInputs, Standing, hosts};
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
@@ -37,15 +38,15 @@ pub struct Index {
     /// By uid.
     instances: HashMap<String, Entry>,
     /// Host → uids of the instances asking for it.
-    claimed: HashMap<String, BTreeSet<String>>,
+    claimed: HashMap<String, Few<String>>,
     /// Ingresses of ours by namespace/name, with the hosts they serve.
     ingresses: HashMap<(String, String), Served>,
     /// Host → the Ingresses of ours serving it.
-    served: HashMap<String, BTreeSet<(String, String)>>,
+    served: HashMap<String, Few<(String, String)>>,
     /// Host → the instance this process gave it to, and when it first did.
     grants: HashMap<String, (Claimant, Timestamp)>,
     /// Uid → the hosts granted to it.
-    granted: HashMap<String, BTreeSet<String>>,
+    granted: HashMap<String, Few<String>>,
     /// Host → the deleted instance it is reserved for.
     reserved: HashMap<String, Reservation>,
 }
@@ -54,7 +55,7 @@ pub struct Index {
 struct Entry {
     claimant: Claimant,
     inputs: HostInputs,
-    hosts: BTreeSet<String>,
+    hosts: Few<String>,
     /// Last found invalid (`stand_down`): it asks for nothing until it is
     /// decided again or its hosts change.
     stood_down: bool,
@@ -71,7 +72,7 @@ impl Entry {
 struct Served {
     /// The controlling instance (its `created` is unknown here: its entry has it).
     holder: Claimant,
-    hosts: BTreeSet<String>,
+    hosts: Few<String>,
     /// The Ingress's `creationTimestamp`: the apiserver's, nobody else's.
     since: Option<Timestamp>,
 }
@@ -162,7 +163,7 @@ impl Index {
                 before.union(&after.hosts).cloned().collect()
             }
             Some((before, _)) => before.symmetric_difference(&after.hosts).cloned().collect(),
-            None => after.hosts.clone(),
+            None => after.hosts.iter().cloned().collect(),
         };
         self.waiting_on(&changed, &[&uid])
     }
@@ -363,7 +364,7 @@ impl Index {
     /// keeps its first grant's time (the order of holders), and a
     /// reservation for `me`'s namespace and name is used up.
     pub fn grant(&mut self, me: &Claimant, hosts: &[String], now: Timestamp) {
-        let keep: BTreeSet<String> = hosts.iter().cloned().collect();
+        let keep: Few<String> = hosts.iter().cloned().collect();
         self.drop_grants(&me.uid, &keep);
         for host in hosts {
             let since = match self.grants.get(host) {
@@ -391,7 +392,7 @@ impl Index {
             unindex(&mut self.claimed, &old.hosts, &uid);
         }
         let domain = self.domains.get(&inputs.region).map(String::as_str);
-        let hosts: BTreeSet<String> = hosts(&inputs, domain).into_iter().map(|h| h.host).collect();
+        let hosts: Few<String> = hosts(&inputs, domain).into_iter().map(|h| h.host).collect();
         index(&mut self.claimed, &hosts, &uid);
         // A host it no longer asks for is no longer its to keep.
         self.drop_grants(&uid, &hosts);
@@ -413,7 +414,7 @@ impl Index {
         let held = self.held_by(uid);
         let entry = self.instances.remove(uid)?;
         unindex(&mut self.claimed, &entry.hosts, uid);
-        self.drop_grants(uid, &BTreeSet::new());
+        self.drop_grants(uid, &Few::new());
         let until = now + self.reservation;
         for (host, since) in held {
             let holder = entry.claimant.clone();
@@ -460,7 +461,7 @@ impl Index {
     }
 
     /// Drop the grants of `uid` except those of `keep`.
-    fn drop_grants(&mut self, uid: &str, keep: &BTreeSet<String>) {
+    fn drop_grants(&mut self, uid: &str, keep: &Few<String>) {
         let Some(granted) = self.granted.get_mut(uid) else {
             return;
         };
@@ -494,19 +495,15 @@ impl Index {
     }
 }
 
-fn index<K: Ord + Clone>(
-    map: &mut HashMap<String, BTreeSet<K>>,
-    hosts: &BTreeSet<String>,
-    key: &K,
-) {
+fn index<K: Ord + Clone>(map: &mut HashMap<String, Few<K>>, hosts: &Few<String>, key: &K) {
     for host in hosts {
         map.entry(host.clone()).or_default().insert(key.clone());
     }
 }
 
 fn unindex<K: Ord + ?Sized, Q: Ord + std::borrow::Borrow<K>>(
-    map: &mut HashMap<String, BTreeSet<Q>>,
-    hosts: &BTreeSet<String>,
+    map: &mut HashMap<String, Few<Q>>,
+    hosts: &Few<String>,
     key: &K,
 ) {
     for host in hosts {
@@ -549,7 +546,7 @@ fn served_by(ingress: &Ingress) -> Option<Served> {
     {
         return None;
     }
-    let hosts: BTreeSet<String> = ingress
+    let hosts: Few<String> = ingress
         .spec
         .iter()
         .flat_map(|s| s.rules.iter().flatten())
