@@ -4,14 +4,15 @@
 //! asking for each host, the Ingresses serving it, the hosts granted to it),
 //! and each usually holds one element. A `BTreeSet` allocates a whole node
 //! (room for eleven) for its first element: about 280 bytes for a `String`,
-//! 540 for a pair of them, against 24 and 48 here. At N=1000 that was about
-//! 1.5 MB of the index's 3.3 MB (heaptrack, docs/benchmarks.md). Lookups are a
-//! binary search; inserts and removes move at most a few elements.
+//! 540 for a pair of them, against 24 and 48 here. By that count about 1.5 MB
+//! of the index's 3.3 MB at N=1000 (the 3.3 MB measured by heaptrack,
+//! docs/benchmarks.md; the 1.5 MB estimated, not profiled again). Lookups are
+//! a binary search; inserts and removes move at most a few elements.
 
 use std::borrow::Borrow;
 
 /// A sorted set of a few elements (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Few<T: Ord>(Vec<T>);
 
 impl<T: Ord> Default for Few<T> {
@@ -113,15 +114,6 @@ impl<'a, T: Ord> IntoIterator for &'a Few<T> {
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()
-    }
-}
-
-impl<T: Ord> IntoIterator for Few<T> {
-    type Item = T;
-    type IntoIter = std::vec::IntoIter<T>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
     }
 }
 
