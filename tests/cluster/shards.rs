@@ -309,6 +309,17 @@ struct Write {
     at: String,
     /// `namespace/resource[/subresource]/name`.
     object: String,
+    /// The apiserver's answer (0: none logged).
+    code: i64,
+}
+
+impl Write {
+    /// The apiserver answered it with success. A replica killed while its
+    /// request is in flight gets no such answer: the apiserver gives up on
+    /// a client that is gone (5xx in the log).
+    fn succeeded(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
 }
 
 /// The replicas' mutating requests at or after `since` (RFC 3339) in the
@@ -336,6 +347,7 @@ fn writes(bench: &Bench, since: &str) -> Vec<Write> {
                 replica: replica.to_string(),
                 verb: e["verb"].as_str()?.to_string(),
                 at: at.to_string(),
+                code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
                 object: format!(
                     "{namespace}/{}{sub}/{}",
                     o["resource"].as_str()?,
@@ -346,10 +358,15 @@ fn writes(bench: &Bench, since: &str) -> Vec<Write> {
         .collect()
 }
 
-/// The objects (not statuses) written by more than one replica among `writes`.
+/// The objects (not statuses) written by more than one replica among `writes`
+/// (writes the apiserver answered with success; the failure message lists
+/// every request, answered or not).
 fn written_twice(writes: &[Write]) -> BTreeMap<String, Vec<String>> {
     let mut by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for w in writes.iter().filter(|w| !w.object.contains("/status/")) {
+    for w in writes
+        .iter()
+        .filter(|w| w.succeeded() && !w.object.contains("/status/"))
+    {
         by.entry(w.object.clone())
             .or_default()
             .insert(w.replica.clone());
@@ -362,7 +379,7 @@ fn written_twice(writes: &[Write]) -> BTreeMap<String, Vec<String>> {
             let mut seen: Vec<String> = writes
                 .iter()
                 .filter(|w| w.object == object)
-                .map(|w| format!("{} {} {}", w.at, w.replica, w.verb))
+                .map(|w| format!("{} {} {} -> {}", w.at, w.replica, w.verb, w.code))
                 .collect();
             seen.sort();
             (object, seen)

@@ -48,11 +48,23 @@ async fn a_gateway_is_collected_only_by_the_shard_that_owns_its_namespace() {
         },
     )
     .await;
-    let w = writes(&bench, &since);
-    let deletes: Vec<&Write> = w
-        .iter()
-        .filter(|w| w.verb == "delete" && w.object.contains("/kuragateways/"))
-        .collect();
+    // The apiserver writes a request's audit line once it has answered it,
+    // so the last delete's line can land after the list above came back
+    // empty: read the log until it shows as many deletes as there were
+    // gateways, for up to 30 s (a gateway deleted by anyone but a replica
+    // never shows; the assertion below then names what the log does show).
+    let is_delete =
+        |w: &Write| w.succeeded() && w.verb == "delete" && w.object.contains("/kuragateways/");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let w = loop {
+        let w = writes(&bench, &since);
+        let deletes = w.iter().filter(|w| is_delete(w)).count();
+        if deletes >= bench.namespaces.len() || tokio::time::Instant::now() >= deadline {
+            break w;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let deletes: Vec<&Write> = w.iter().filter(|w| is_delete(w)).collect();
     assert_eq!(deletes.len(), bench.namespaces.len(), "{w:?}");
     for w in &w {
         let ns = w.object.split('/').next().unwrap();
