@@ -8,6 +8,7 @@
 #
 #   scripts/bench-scale.sh            N=1000
 #   scripts/bench-scale.sh --quick    N=100
+#   scripts/bench-scale.sh --shards-proof   replicas sharing a fleet (shards)
 #   scripts/bench-scale.sh --help     every option
 #
 # Uses the control plane of $KUBECONFIG when set (one someone else runs), else

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
@@ -11,15 +12,20 @@ use serde::Serialize;
 
 use crate::BenchResult;
 
+/// Where the log ended, in which file: the apiserver rotates by renaming, so
+/// the file keeps its inode under its new name.
 pub struct Mark {
     offset: u64,
+    inode: Option<u64>,
     at: Timestamp,
 }
 
 impl Mark {
     pub fn now(path: &Path) -> Mark {
+        let meta = std::fs::metadata(path).ok();
         Mark {
-            offset: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            offset: meta.as_ref().map_or(0, |m| m.len()),
+            inode: meta.map(|m| m.ino()),
             at: Timestamp::now(),
         }
     }
@@ -37,15 +43,25 @@ pub struct Counts {
     pub by_client: BTreeMap<String, u64>,
 }
 
-/// Requests in `namespace` since `mark`, excluding Events.
-pub fn count(path: &Path, mark: &Mark, namespace: &str, client_user: &str) -> BenchResult<Counts> {
+/// Requests in `namespaces` since `mark`, excluding Events.
+pub fn count(
+    path: &Path,
+    mark: &Mark,
+    namespaces: &[String],
+    client_user: &str,
+) -> BenchResult<Counts> {
+    let namespaces: std::collections::BTreeSet<&str> =
+        namespaces.iter().map(String::as_str).collect();
     let mut counts = Counts::default();
     for line in read_since(path, mark)?.lines() {
         let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
             continue; // a line cut by rotation
         };
         let r = &e["objectRef"];
-        if r["namespace"] != namespace || r["resource"] == "events" {
+        let ours = r["namespace"]
+            .as_str()
+            .is_some_and(|ns| namespaces.contains(ns));
+        if !ours || r["resource"] == "events" {
             continue;
         }
         let at = e["requestReceivedTimestamp"]
@@ -76,36 +92,211 @@ pub fn count(path: &Path, mark: &Mark, namespace: &str, client_user: &str) -> Be
     Ok(counts)
 }
 
-/// The log from the mark on. After a rotation (the apiserver renamed the file to
-/// `audit-<time>.log` and started a new one) the backups written since are read
-/// whole; the timestamp filter drops what is older.
+/// A mutating request of a replica that impersonates `replica-<name>` (the
+/// shards proof), Events and status writes left out.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplicaWrite {
+    pub replica: String,
+    pub verb: String,
+    /// `namespace/resource/name`.
+    pub object: String,
+    /// The apiserver's answer: a replica killed with a request in flight gets
+    /// a 504 logged, whether or not the write then lands.
+    pub code: i64,
+}
+
+/// The replicas' writes of objects (not statuses, not Events) in
+/// `namespaces` since `mark`.
+pub fn replica_writes(
+    path: &Path,
+    mark: &Mark,
+    namespaces: &std::collections::BTreeSet<String>,
+) -> BenchResult<Vec<ReplicaWrite>> {
+    let mut out = Vec::new();
+    for line in read_since(path, mark)?.lines() {
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let r = &e["objectRef"];
+        let at = e["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        let Some(replica) = e["impersonatedUser"]["username"]
+            .as_str()
+            .and_then(|u| u.strip_prefix("replica-"))
+        else {
+            continue;
+        };
+        let Some(ns) = r["namespace"].as_str() else {
+            continue;
+        };
+        if !namespaces.contains(ns)
+            || r["resource"] == "events"
+            || !r["subresource"].is_null()
+            || at.is_none_or(|t| t < mark.at)
+        {
+            continue;
+        }
+        out.push(ReplicaWrite {
+            replica: replica.to_string(),
+            verb: e["verb"].as_str().unwrap_or("").to_string(),
+            object: format!(
+                "{ns}/{}/{}",
+                r["resource"].as_str().unwrap_or(""),
+                r["name"].as_str().unwrap_or("")
+            ),
+            code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
+        })
+    }
+    Ok(out)
+}
+
+/// Objects more than one replica wrote with success among `writes`, each
+/// with the replicas that did.
+pub fn written_by_two(writes: &[ReplicaWrite]) -> BTreeMap<String, Vec<String>> {
+    let mut by: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for w in writes.iter().filter(|w| (200..300).contains(&w.code)) {
+        by.entry(w.object.clone())
+            .or_default()
+            .insert(w.replica.clone());
+    }
+    by.into_iter()
+        .filter(|(_, who)| who.len() > 1)
+        .map(|(o, who)| (o, who.into_iter().collect()))
+        .collect()
+}
+
+/// The log from the mark on: the rest of the marked file, and when the
+/// apiserver rotated it since (renamed it to `audit-<time>.log` and started a
+/// new one), every backup after it and the current file whole; an error if
+/// the marked file was rotated away. When the log did not exist at the mark,
+/// every backup modified since is read whole; the timestamp filter of
+/// [`count`] drops what is older.
 fn read_since(path: &Path, mark: &Mark) -> BenchResult<String> {
-    let mut file =
-        std::fs::File::open(path).map_err(|e| format!("audit log {}: {e}", path.display()))?;
-    let len = file.metadata()?.len();
-    let mut text = String::new();
-    if len >= mark.offset {
-        file.seek(SeekFrom::Start(mark.offset))?;
-        file.read_to_string(&mut text)?;
-        return Ok(text);
+    let current =
+        std::fs::metadata(path).map_err(|e| format!("audit log {}: {e}", path.display()))?;
+    if Some(current.ino()) == mark.inode {
+        return read_from(path, mark.offset);
     }
-    let since = std::time::SystemTime::from(mark.at);
-    let mut backups: Vec<PathBuf> = std::fs::read_dir(path.parent().unwrap_or(Path::new(".")))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".log"))
-        })
-        .filter(|p| {
-            std::fs::metadata(p)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t >= since)
-        })
-        .collect();
+    let mut backups = backups(path)?;
     backups.sort();
-    for b in backups.iter().chain(std::iter::once(&path.to_path_buf())) {
-        text.push_str(&std::fs::read_to_string(b)?);
+    let marked = backups
+        .iter()
+        .position(|(_, ino, _)| Some(*ino) == mark.inode);
+    let mut text = String::new();
+    match (marked, mark.inode) {
+        (Some(k), _) => {
+            text.push_str(&read_from(&backups[k].0, mark.offset)?);
+            for (b, ..) in &backups[k + 1..] {
+                text.push_str(&std::fs::read_to_string(b)?);
+            }
+        }
+        // Counting from here on would miss requests: say so.
+        (None, Some(_)) => {
+            return Err(format!(
+                "audit log {}: the file marked at {} was rotated away; keep more backups (KURA_AUDIT_MAXBACKUP)",
+                path.display(),
+                mark.at
+            )
+            .into());
+        }
+        (None, None) => {
+            let since = std::time::SystemTime::from(mark.at);
+            for (b, ..) in backups.iter().filter(|(.., m)| *m >= since) {
+                text.push_str(&std::fs::read_to_string(b)?);
+            }
+        }
     }
+    text.push_str(&std::fs::read_to_string(path)?);
     Ok(text)
+}
+
+fn read_from(path: &Path, offset: u64) -> BenchResult<String> {
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The rotated logs beside `path` (named by the time of their rotation, so
+/// sorting by name orders them): path, inode, modification time.
+fn backups(path: &Path) -> BenchResult<Vec<(PathBuf, u64, std::time::SystemTime)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path.parent().unwrap_or(Path::new(".")))? {
+        let p = entry?.path();
+        let rotated = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".log"));
+        if let (true, Ok(m)) = (rotated, std::fs::metadata(&p)) {
+            out.push((p, m.ino(), m.modified()?));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("kura-bench-audit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn append(path: &Path, text: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn without_a_rotation_the_rest_of_the_file_is_read() {
+        let d = dir("plain");
+        let log = d.join("audit.log");
+        append(&log, "before\n");
+        let mark = Mark::now(&log);
+        append(&log, "after\n");
+        assert_eq!(read_since(&log, &mark).unwrap(), "after\n");
+    }
+
+    #[test]
+    fn a_rotation_is_followed_even_when_the_new_file_outgrew_the_mark() {
+        let d = dir("rotated");
+        let log = d.join("audit.log");
+        append(&log, "before\n");
+        let mark = Mark::now(&log);
+        append(&log, "after-1\n");
+        std::fs::rename(&log, d.join("audit-2026-12-02T10-00-00.000.log")).unwrap();
+        // The new file is longer than the offset of the mark: reading it from
+        // that offset (what a length check alone would do) loses "after-2".
+        append(&log, "after-2-and-much-more\n");
+        let text = read_since(&log, &mark).unwrap();
+        assert_eq!(text, "after-1\nafter-2-and-much-more\n");
+    }
+
+    #[test]
+    fn a_marked_file_rotated_away_is_an_error_not_an_undercount() {
+        let d = dir("gone");
+        let log = d.join("audit.log");
+        append(&log, "before\n");
+        let mark = Mark::now(&log);
+        // Rotated twice with one backup kept: the marked file is gone (the
+        // new file exists before the old one is removed, so it cannot reuse
+        // the old one's inode).
+        let old = d.join("old");
+        std::fs::rename(&log, &old).unwrap();
+        append(&log, "after\n");
+        std::fs::remove_file(&old).unwrap();
+        let e = read_since(&log, &mark).unwrap_err().to_string();
+        assert!(e.contains("KURA_AUDIT_MAXBACKUP"), "{e}");
+    }
 }

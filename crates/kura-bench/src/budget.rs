@@ -140,16 +140,14 @@ pub async fn run(
     Ok(out)
 }
 
-/// Ask kura-sim for a slow start in the operator's namespace.
+/// Ask kura-sim for a slow start in the operator's namespaces.
 async fn set_ready_delay(bench: &Bench) -> BenchResult<()> {
     let namespaces: Api<Namespace> = Api::all(bench.client.clone());
     let patch = json!({"metadata": {"annotations": {READY_DELAY_ANNOTATION: READY_DELAY}}});
-    namespaces
-        .patch(
-            &bench.operator_ns,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    for ns in bench.namespaces_of(&bench.operator_ns) {
+        namespaces
+            .patch(&ns, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
     Ok(())
 }

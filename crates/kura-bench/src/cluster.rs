@@ -22,8 +22,12 @@ pub const REGION: &str = "bench";
 pub struct Bench {
     pub client: Client,
     pub kubeconfig: PathBuf,
+    /// The direct fleet's namespace, or the base of its names when spread.
     pub direct_ns: String,
+    /// The operator's fleet's namespace, or the base of its names when spread.
     pub operator_ns: String,
+    /// Namespaces each fleet is spread over (`--namespaces`, default 1).
+    pub spread: usize,
     pub class: String,
     /// The user the kubeconfig authenticates as: the bench's requests and the
     /// operator's carry it in the audit log.
@@ -68,6 +72,12 @@ impl Bench {
             kubeconfig: args.kubeconfig.clone(),
             direct_ns: format!("kura-bench-direct-{suffix}"),
             operator_ns: format!("kura-bench-op-{suffix}"),
+            // The shards proof spreads its own fleet (src/shards.rs).
+            spread: if args.shards_proof {
+                1
+            } else {
+                args.namespaces.unwrap_or(1).max(1)
+            },
             class: format!("kura-bench-{suffix}"),
             user,
             workdir: std::env::temp_dir().join(format!("kura-bench-{suffix}")),
@@ -79,9 +89,10 @@ impl Bench {
             return Err(e);
         }
         eprintln!(
-            "kura-bench: namespaces {} and {}, class {}, files in {}",
+            "kura-bench: namespaces {} and {} ({} each), class {}, files in {}",
             bench.direct_ns,
             bench.operator_ns,
+            bench.spread,
             bench.class,
             bench.workdir.display()
         );
@@ -96,11 +107,40 @@ impl Bench {
         }))?;
         classes.create(&PostParams::default(), &class).await?;
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        for name in [&self.direct_ns, &self.operator_ns] {
+        for name in self.all_namespaces() {
             let ns = serde_json::from_value(json!({"metadata": {"name": name}}))?;
             namespaces.create(&PostParams::default(), &ns).await?;
         }
         Ok(())
+    }
+
+    /// The namespaces of the fleet based at `base` (`direct_ns` or
+    /// `operator_ns`): that one, or `<base>-0` … when spread.
+    pub fn namespaces_of(&self, base: &str) -> Vec<String> {
+        (0..self.spread)
+            .map(|k| self.namespace_at(base, k))
+            .collect()
+    }
+
+    /// Instance `i`'s namespace in the fleet based at `base`: the instances
+    /// are dealt over the namespaces in turn.
+    pub fn namespace_of(&self, base: &str, i: usize) -> String {
+        self.namespace_at(base, i % self.spread)
+    }
+
+    fn namespace_at(&self, base: &str, k: usize) -> String {
+        if self.spread == 1 {
+            base.to_string()
+        } else {
+            format!("{base}-{k}")
+        }
+    }
+
+    /// Every namespace of both fleets.
+    pub fn all_namespaces(&self) -> Vec<String> {
+        let mut all = self.namespaces_of(&self.direct_ns);
+        all.extend(self.namespaces_of(&self.operator_ns));
+        all
     }
 
     /// The operator configuration of the create, change and preview phases;
@@ -156,17 +196,28 @@ impl Bench {
     /// Delete what setup created and wait (bounded) until the namespaces are gone,
     /// so the garbage collection of a run does not load the next one.
     pub async fn cleanup(&self) {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let classes: Api<IngressClass> = Api::all(self.client.clone());
-        for name in [&self.direct_ns, &self.operator_ns] {
+        self.delete_namespaces(&self.all_namespaces()).await;
+        let _ = classes.delete(&self.class, &DeleteParams::default()).await;
+        self.wait_gone(&self.all_namespaces()).await;
+    }
+
+    /// Delete `names` (their objects go with them, by the namespace controller).
+    pub async fn delete_namespaces(&self, names: &[String]) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        for name in names {
             let _ = namespaces.delete(name, &DeleteParams::background()).await;
         }
-        let _ = classes.delete(&self.class, &DeleteParams::default()).await;
+    }
+
+    /// Until the namespaces `names` are gone (at most ten minutes).
+    pub async fn wait_gone(&self, names: &[String]) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let start = Instant::now();
         let limit = Duration::from_secs(600);
         loop {
             let mut left = Vec::new();
-            for name in [&self.direct_ns, &self.operator_ns] {
+            for name in names {
                 if !matches!(namespaces.get_opt(name).await, Ok(None)) {
                     left.push(name.as_str());
                 }

@@ -23,7 +23,8 @@ use crate::{Args, BenchResult, audit};
 
 pub async fn run(args: &Args, bench: &Bench) -> BenchResult<Direct> {
     let n = args.instances();
-    let watched = Watched::start(&bench.client, &bench.direct_ns).await?;
+    let namespaces = bench.namespaces_of(&bench.direct_ns);
+    let watched = Watched::start(&bench.client, &namespaces).await?;
     let mut out = Direct::default();
     for version in [1, 2] {
         let (groups, render_time) = render(args, bench, version)?;
@@ -43,7 +44,7 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<Direct> {
             || watched.rolled_out(),
         )
         .await?;
-        let requests = audit::count(&args.audit_log(), &mark, &bench.direct_ns, &bench.user)?;
+        let requests = audit::count(&args.audit_log(), &mark, &namespaces, &bench.user)?;
         if version == 1 {
             out.render_s = render_time;
             out.create_s = elapsed;
@@ -67,7 +68,7 @@ fn render(args: &Args, bench: &Bench, version: u32) -> BenchResult<(Vec<Vec<Valu
     for i in 0..args.instances() {
         text.push_str("---\n");
         text.push_str(&serde_yaml::to_string(&Bench::instance(
-            &bench.direct_ns,
+            &bench.namespace_of(&bench.direct_ns, i),
             i,
         ))?);
     }

@@ -1,9 +1,9 @@
-//! What the bench watches in a namespace (instances, StatefulSets, and the
+//! What the bench watches of a fleet (instances, StatefulSets, and the
 //! metadata of every other child kind), and the conditions it waits for. Watches,
 //! not polled lists: a list of 1000 instances every 100 ms would load the
 //! apiserver being measured.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
@@ -28,10 +28,13 @@ use kura_operator::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 use crate::BenchResult;
 use crate::cluster::Bench;
 
-type Exists = Box<dyn Fn(&str) -> bool + Send + Sync>;
+/// Whether a child of a kind exists: (namespace, name).
+type Exists = Box<dyn Fn(&str, &str) -> bool + Send + Sync>;
 
 pub struct Watched {
-    namespace: String,
+    /// The fleet's namespaces: one (watched in it), or many (watched across
+    /// the cluster, and every count kept to them).
+    namespaces: BTreeSet<String>,
     pub instances: Store<KuraInstance>,
     pub stateful_sets: Store<StatefulSet>,
     exists: BTreeMap<&'static str, Exists>,
@@ -64,21 +67,29 @@ fn managed() -> watcher::Config {
     watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"))
 }
 
+/// A namespaced API in the one namespace of a fleet, else across the cluster.
+fn api<K>(client: &Client, namespaces: &BTreeSet<String>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespaces.iter().next() {
+        Some(ns) if namespaces.len() == 1 => Api::namespaced(client.clone(), ns),
+        _ => Api::all(client.clone()),
+    }
+}
+
 impl Watched {
-    pub async fn start(client: &Client, namespace: &str) -> BenchResult<Watched> {
+    pub async fn start(client: &Client, namespaces: &[String]) -> BenchResult<Watched> {
+        let namespaces: BTreeSet<String> = namespaces.iter().cloned().collect();
         let mut tasks = Vec::new();
         let instances = spawn(
-            Api::namespaced(client.clone(), namespace),
+            api(client, &namespaces),
             watcher::Config::default(),
             &mut tasks,
         );
-        let stateful_sets = spawn(
-            Api::namespaced(client.clone(), namespace),
-            managed(),
-            &mut tasks,
-        );
+        let stateful_sets = spawn(api(client, &namespaces), managed(), &mut tasks);
         let mut w = Watched {
-            namespace: namespace.to_string(),
+            namespaces,
             instances,
             stateful_sets,
             exists: BTreeMap::new(),
@@ -93,10 +104,9 @@ impl Watched {
         w.instances.wait_until_ready().await?;
         w.stateful_sets.wait_until_ready().await?;
         let sts = w.stateful_sets.clone();
-        let ns = w.namespace.clone();
         w.exists.insert(
             "StatefulSet",
-            Box::new(move |name| sts.get(&ObjectRef::new(name).within(&ns)).is_some()),
+            Box::new(move |ns, name| sts.get(&ObjectRef::new(name).within(ns)).is_some()),
         );
         Ok(w)
     }
@@ -111,24 +121,39 @@ impl Watched {
             + Sync
             + 'static,
     {
-        let api: Api<PartialObjectMeta<K>> = Api::namespaced(client.clone(), &self.namespace);
+        let api: Api<PartialObjectMeta<K>> = api(client, &self.namespaces);
         let store = spawn(api, managed(), &mut self.tasks);
         store.wait_until_ready().await?;
-        let ns = self.namespace.clone();
         self.exists.insert(
             static_kind(K::kind(&()).as_ref()),
-            Box::new(move |name| store.get(&ObjectRef::new(name).within(&ns)).is_some()),
+            Box::new(move |ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some()),
         );
         Ok(())
     }
 
-    fn child_exists(&self, kind: &str, name: &str) -> bool {
-        self.exists.get(kind).is_some_and(|f| f(name))
+    fn child_exists(&self, kind: &str, namespace: &str, name: &str) -> bool {
+        self.exists.get(kind).is_some_and(|f| f(namespace, name))
     }
 
-    fn instance(&self, name: &str) -> Option<std::sync::Arc<KuraInstance>> {
-        self.instances
-            .get(&ObjectRef::new(name).within(&self.namespace))
+    fn instance(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuraInstance>> {
+        self.instances.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The fleet's own objects of a store (a cluster-wide watch sees others).
+    fn ours<K: Resource + Clone>(&self, store: &Store<K>) -> Vec<std::sync::Arc<K>>
+    where
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        store
+            .state()
+            .into_iter()
+            .filter(|o| {
+                o.meta()
+                    .namespace
+                    .as_ref()
+                    .is_some_and(|ns| self.namespaces.contains(ns))
+            })
+            .collect()
     }
 
     /// Instances whose applied revision equals the desired one (and, when
@@ -142,21 +167,26 @@ impl Watched {
         expected
             .iter()
             .filter(|e| {
-                let Some(status) = self.instance(&e.name).and_then(|i| i.status.clone()) else {
+                let Some(status) = self
+                    .instance(&e.namespace, &e.name)
+                    .and_then(|i| i.status.clone())
+                else {
                     return false;
                 };
                 let applied = status.applied_revision.as_deref();
                 applied.is_some()
                     && applied == status.desired_revision.as_deref()
                     && previous.is_none_or(|p| p.get(&e.name).map(String::as_str) != applied)
-                    && e.children.iter().all(|(k, n)| self.child_exists(k, n))
+                    && e.children
+                        .iter()
+                        .all(|(k, n)| self.child_exists(k, &e.namespace, n))
             })
             .count()
     }
 
+    /// By instance name (unique across the fleet's namespaces).
     pub fn applied_revisions(&self) -> HashMap<String, String> {
-        self.instances
-            .state()
+        self.ours(&self.instances)
             .iter()
             .filter_map(|i| {
                 let rev = i.status.as_ref()?.applied_revision.clone()?;
@@ -166,8 +196,7 @@ impl Watched {
     }
 
     pub fn ready_instances(&self) -> usize {
-        self.instances
-            .state()
+        self.ours(&self.instances)
             .iter()
             .filter(|i| i.status.as_ref().and_then(|s| s.phase) == Some(Phase::Ready))
             .count()
@@ -176,8 +205,7 @@ impl Watched {
     /// Instances whose Ready condition is not True: what the fleet budget
     /// calls unavailable.
     pub fn unavailable_instances(&self) -> usize {
-        self.instances
-            .state()
+        self.ours(&self.instances)
             .iter()
             .filter(|i| {
                 !i.status
@@ -190,8 +218,7 @@ impl Watched {
     /// StatefulSets with fewer ready replicas than they want: the pods' view
     /// of unavailability, ahead of the instances' conditions.
     pub fn stateful_sets_not_ready(&self) -> usize {
-        self.stateful_sets
-            .state()
+        self.ours(&self.stateful_sets)
             .iter()
             .filter(|s| {
                 let want = s.spec.as_ref().and_then(|p| p.replicas).unwrap_or(1);
@@ -206,8 +233,7 @@ impl Watched {
 
     /// StatefulSets whose rollout finished: every replica updated and ready.
     pub fn rolled_out(&self) -> usize {
-        self.stateful_sets
-            .state()
+        self.ours(&self.stateful_sets)
             .iter()
             .filter(|s| {
                 let want = s.spec.as_ref().and_then(|p| p.replicas).unwrap_or(1);
@@ -240,20 +266,28 @@ fn static_kind(kind: &str) -> &'static str {
 
 /// An instance and the children (kind, name) its rendering has.
 pub struct Expected {
+    pub namespace: String,
     pub name: String,
     pub children: Vec<(String, String)>,
 }
 
 /// The children each of the N instances must have, from the operator's own
-/// renderer (names do not depend on the configuration or the uid).
-pub fn expected(namespace: &str, n: usize, config: &OperatorConfig) -> BenchResult<Vec<Expected>> {
+/// renderer (names do not depend on the configuration or the uid); instance
+/// `i` is in `namespace_of(i)`.
+pub fn expected(
+    namespace_of: impl Fn(usize) -> String,
+    n: usize,
+    config: &OperatorConfig,
+) -> BenchResult<Vec<Expected>> {
     (0..n)
         .map(|i| {
-            let instance: KuraInstance = serde_json::from_value(Bench::instance(namespace, i))?;
+            let namespace = namespace_of(i);
+            let instance: KuraInstance = serde_json::from_value(Bench::instance(&namespace, i))?;
             let valid = kura_operator::validate::validate(&instance, config)
                 .map_err(|e| format!("bench instance {i} is invalid: {e}"))?;
             let desired = kura_operator::render::render(&valid, config);
             Ok(Expected {
+                namespace,
                 name: valid.name.clone(),
                 children: desired
                     .objects

@@ -36,6 +36,7 @@ mod preview;
 mod proc;
 mod process;
 mod report;
+mod shards;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -95,6 +96,23 @@ pub struct Args {
     /// knows the setting would then check endpoints, which nothing answers.
     #[arg(long)]
     pub without_endpoint_check_setting: bool,
+    /// Instead of the scale phases, the shards proof (src/shards.rs): one
+    /// replica against two sharing the fleet, a kill -9 during a change, a
+    /// third joining one. The instances are spread over `--namespaces`.
+    #[arg(long)]
+    pub shards_proof: bool,
+    /// Namespaces each fleet is spread over, the instances dealt over them in
+    /// turn (default 1, in which the operator runs with `--namespace`; more,
+    /// and it watches the cluster). The shards proof's default is 100 (a
+    /// shard is a set of namespaces).
+    #[arg(long)]
+    pub namespaces: Option<usize>,
+    /// The shards proof's `--shards` of every replica.
+    #[arg(long, default_value_t = 4)]
+    pub shards: u32,
+    /// The shards proof's `--lease-duration` (the chart's default).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
 }
 
 impl Args {
@@ -151,6 +169,16 @@ fn main() -> std::process::ExitCode {
 
 async fn run(args: Args) -> BenchResult<()> {
     let bench = cluster::Bench::setup(&args).await?;
+    if args.shards_proof {
+        let namespaces = shards::namespaces(&args, &bench);
+        let outcome = tokio::select! {
+            r = shards::run(&args, &bench, &namespaces) => r,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        };
+        shards::cleanup(&bench, &namespaces).await;
+        bench.cleanup().await;
+        return shards::write(&args, &outcome?);
+    }
     // Ctrl-C drops the phases (which kills the operator) and still cleans up:
     // the cluster is shared.
     let outcome = tokio::select! {
@@ -168,6 +196,14 @@ async fn run(args: Args) -> BenchResult<()> {
 async fn phases(args: &Args, bench: &cluster::Bench) -> BenchResult<report::Report> {
     let mut report = report::Report::start(args, bench).await?;
     report.direct = direct::run(args, bench).await?;
+    if bench.spread > 1 {
+        // The operator then watches the whole cluster: the direct fleet's
+        // objects would sit in its caches (and count in its memory).
+        eprintln!("kura-bench: removing the direct fleet before the operator's phases");
+        let direct = bench.namespaces_of(&bench.direct_ns);
+        bench.delete_namespaces(&direct).await;
+        bench.wait_gone(&direct).await;
+    }
     let (op, resources) = operator::run(args, bench).await?;
     report.operator = op;
     report.resources = resources;

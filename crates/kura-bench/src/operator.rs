@@ -31,9 +31,13 @@ use crate::{Args, BenchResult, audit};
 /// The operator process, killed when dropped.
 pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources)> {
     let n = args.instances();
-    let ns = &bench.operator_ns;
+    let ns = &bench.namespaces_of(&bench.operator_ns);
     let timeout = args.phase_timeout();
-    let expected = fleet::expected(ns, n, &OperatorConfig::parse(&bench.config(1))?)?;
+    let expected = fleet::expected(
+        |i| bench.namespace_of(&bench.operator_ns, i),
+        n,
+        &OperatorConfig::parse(&bench.config(1))?,
+    )?;
     let watched = Watched::start(&bench.client, ns).await?;
     let mut op = Process::spawn(args, bench, &bench.config(1))?;
     op.wait_running().await?;
@@ -49,7 +53,7 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
     eprintln!("kura-bench: operator create: {n} instances");
     let mark = audit::Mark::now(&args.audit_log());
     let start = Instant::now();
-    create_instances(&bench.client, ns, n, args.concurrency.into()).await?;
+    create_instances(bench, n, args.concurrency.into()).await?;
     let done = wait_all("operator create: converged", n, timeout, || {
         watched.converged(&expected, None)
     })
@@ -95,18 +99,13 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
     Ok((out, resources))
 }
 
-async fn create_instances(
-    client: &Client,
-    ns: &str,
-    n: usize,
-    concurrency: usize,
-) -> BenchResult<()> {
-    let api: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
+async fn create_instances(bench: &Bench, n: usize, concurrency: usize) -> BenchResult<()> {
     futures::stream::iter(0..n)
         .map(|i| {
-            let api = api.clone();
+            let ns = bench.namespace_of(&bench.operator_ns, i);
+            let api: Api<KuraInstance> = Api::namespaced(bench.client.clone(), &ns);
             async move {
-                let instance: KuraInstance = serde_json::from_value(Bench::instance(ns, i))?;
+                let instance: KuraInstance = serde_json::from_value(Bench::instance(&ns, i))?;
                 api.create(&PostParams::default(), &instance).await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
             }
@@ -148,7 +147,7 @@ async fn restart(args: &Args, bench: &Bench, op: &mut Process) -> BenchResult<Re
 }
 
 async fn idle(args: &Args, bench: &Bench, op: &Process) -> BenchResult<Idle> {
-    let ns = &bench.operator_ns;
+    let ns = &bench.namespaces_of(&bench.operator_ns);
     // The status writes of the last Ready transitions may still be in flight.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let window = 2 * args.resync + Duration::from_secs(2);
@@ -185,7 +184,7 @@ async fn idle(args: &Args, bench: &Bench, op: &Process) -> BenchResult<Idle> {
 
 async fn versions<K>(
     client: &Client,
-    ns: &str,
+    namespaces: &[String],
     out: &mut BTreeMap<String, String>,
 ) -> BenchResult<()>
 where
@@ -194,19 +193,32 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let (api, spread): (Api<K>, bool) = match namespaces {
+        [one] => (Api::namespaced(client.clone(), one), false),
+        _ => (Api::all(client.clone()), true),
+    };
     for o in api.list_metadata(&ListParams::default()).await?.items {
-        out.insert(
-            format!("{}/{}", K::kind(&()), o.metadata.name.unwrap_or_default()),
-            o.metadata.resource_version.unwrap_or_default(),
-        );
+        let ns = o.metadata.namespace.unwrap_or_default();
+        if spread && !namespaces.contains(&ns) {
+            continue;
+        }
+        let name = o.metadata.name.unwrap_or_default();
+        let key = if spread {
+            format!("{}/{ns}/{name}", K::kind(&()))
+        } else {
+            format!("{}/{name}", K::kind(&()))
+        };
+        out.insert(key, o.metadata.resource_version.unwrap_or_default());
     }
     Ok(())
 }
 
-/// The instances and every kind of child, including the namespace's default
+/// The instances and every kind of child, including each namespace's default
 /// ServiceAccount and root CA ConfigMap (which nothing should touch either).
-async fn resource_versions(client: &Client, ns: &str) -> BenchResult<BTreeMap<String, String>> {
+async fn resource_versions(
+    client: &Client,
+    ns: &[String],
+) -> BenchResult<BTreeMap<String, String>> {
     let mut v = BTreeMap::new();
     versions::<KuraInstance>(client, ns, &mut v).await?;
     versions::<StatefulSet>(client, ns, &mut v).await?;

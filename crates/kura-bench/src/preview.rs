@@ -53,8 +53,16 @@ async fn diff(args: &Args, bench: &Bench, version: u32, show_diff: bool) -> Benc
     let flags: &[&str] = if show_diff { &["--show-diff"] } else { &[] };
     eprintln!("kura-bench: diff with configuration {version} {flags:?}");
     let start = Instant::now();
+    // The operator's scope: its namespace, or (a spread fleet) every one.
+    let scope: Vec<&str> = if bench.spread == 1 {
+        vec!["-n", &bench.operator_ns]
+    } else {
+        vec!["-A"]
+    };
     let mut child = Command::new(args.operator_bin())
-        .args(["diff", "-n", &bench.operator_ns, "-o", "json", "--config"])
+        .arg("diff")
+        .args(scope)
+        .args(["-o", "json", "--config"])
         .arg(&config)
         .args(flags)
         .arg("--kubeconfig")

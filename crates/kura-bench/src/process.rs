@@ -15,20 +15,81 @@ pub struct Process {
     config: PathBuf,
 }
 
+/// Where an operator process acts: one namespace (the scale phases), or
+/// every namespace as one of several replicas sharing the fleet's shards.
+pub enum Scope<'a> {
+    Namespace(&'a str),
+    /// Every namespace, one replica (a fleet spread over namespaces).
+    Cluster,
+    Replica {
+        /// Its files, its `POD_NAME` (the start of its Lease identity) and
+        /// the user it impersonates (`replica-<name>`, in the audit log).
+        name: &'a str,
+        kubeconfig: &'a std::path::Path,
+        lease_namespace: &'a str,
+        lease_duration: Duration,
+        shards: u32,
+    },
+}
+
 impl Process {
+    /// The operator of the scale phases: in the fleet's one namespace, or
+    /// across the cluster when the fleet is spread over several.
     pub fn spawn(args: &Args, bench: &Bench, config_yaml: &str) -> BenchResult<Process> {
-        let config = bench.workdir.join("operator-config.yaml");
+        let scope = if bench.spread == 1 {
+            Scope::Namespace(&bench.operator_ns)
+        } else {
+            Scope::Cluster
+        };
+        Process::spawn_in(args, bench, config_yaml, scope)
+    }
+
+    pub fn spawn_in(
+        args: &Args,
+        bench: &Bench,
+        config_yaml: &str,
+        scope: Scope<'_>,
+    ) -> BenchResult<Process> {
+        let suffix = match &scope {
+            Scope::Namespace(_) | Scope::Cluster => String::new(),
+            Scope::Replica { name, .. } => format!("-{name}"),
+        };
+        let config = bench.workdir.join(format!("operator-config{suffix}.yaml"));
         std::fs::write(&config, config_yaml)?;
-        let log = bench.workdir.join("operator.log");
-        let child = Command::new(args.operator_bin())
-            .args(["run", "--namespace", &bench.operator_ns])
+        let log = bench.workdir.join(format!("operator{suffix}.log"));
+        let mut cmd = Command::new(args.operator_bin());
+        cmd.arg("run");
+        match &scope {
+            Scope::Namespace(ns) => {
+                cmd.args(["--namespace", *ns])
+                    .arg("--kubeconfig")
+                    .arg(&bench.kubeconfig);
+            }
+            Scope::Cluster => {
+                cmd.arg("--kubeconfig").arg(&bench.kubeconfig);
+            }
+            Scope::Replica {
+                name,
+                kubeconfig,
+                lease_namespace,
+                lease_duration,
+                shards,
+            } => {
+                cmd.arg("--leader-elect")
+                    .arg(format!("--lease-namespace={lease_namespace}"))
+                    .arg(format!("--lease-duration={}ms", lease_duration.as_millis()))
+                    .arg(format!("--shards={shards}"))
+                    .arg("--kubeconfig")
+                    .arg(kubeconfig)
+                    .env("POD_NAME", format!("bench-{name}"));
+            }
+        }
+        let child = cmd
             .args(["--resync", &format!("{}ms", args.resync.as_millis())])
             .args(["--concurrency", &args.concurrency.to_string()])
             .args(["--metrics-addr", "127.0.0.1:0"])
             .arg("--config")
             .arg(&config)
-            .arg("--kubeconfig")
-            .arg(&bench.kubeconfig)
             // One debug line per reconcile ("reconciled", with its outcome) is how
             // the idle phase knows every instance was re-planned.
             .env("KURA_LOG", "info,kube=warn,kura_operator::reconcile=debug")
@@ -37,6 +98,12 @@ impl Process {
             .spawn()
             .map_err(|e| format!("{}: {e}", args.operator_bin().display()))?;
         Ok(Process { child, log, config })
+    }
+
+    /// kill -9: no Lease released, requests in flight cut off.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn pid(&self) -> u32 {

@@ -57,6 +57,8 @@ pub struct Report {
     pub user: String,
     pub date: String,
     pub n: usize,
+    /// Namespaces each fleet was spread over (1: one namespace each).
+    pub namespaces: usize,
     pub concurrency: u16,
     pub resync_s: f64,
     pub versions: Versions,
@@ -184,7 +186,7 @@ fn cmd(program: &str, args: &[&str]) -> String {
 }
 
 /// The repository: this crate is `crates/kura-bench` in it.
-fn repo() -> &'static Path {
+pub fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
@@ -215,6 +217,7 @@ impl Report {
                 .to_string(),
             user: bench.user.clone(),
             n: args.instances(),
+            namespaces: bench.spread,
             concurrency: args.concurrency,
             resync_s: args.resync.as_secs_f64(),
             versions: Versions {
@@ -371,10 +374,15 @@ fn budget_goal(b: &crate::budget::Budget) -> Goal {
 }
 
 fn default_json(n: usize) -> PathBuf {
+    json_path("scale", n)
+}
+
+/// `docs/bench/<what>-<date>-n<N>.json` in the repository: the run history.
+pub fn json_path(what: &str, n: usize) -> PathBuf {
     let stamp = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H%M%SZ")
         .to_string();
-    repo().join(format!("docs/bench/scale-{stamp}-n{n}.json"))
+    repo().join(format!("docs/bench/{what}-{stamp}-n{n}.json"))
 }
 
 pub fn write(args: &Args, report: &Report) -> BenchResult<()> {
@@ -470,7 +478,12 @@ fn markdown(r: &Report, json: &str) -> String {
     let mut s = String::new();
     let op = &r.resources.operator;
     let idle = &r.operator.idle;
-    let _ = writeln!(s, "\n### Scale run {}, N={}\n", r.date, r.n);
+    let spread = if r.namespaces > 1 {
+        format!(" in {} namespaces", r.namespaces)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(s, "\n### Scale run {}, N={}{spread}\n", r.date, r.n);
     let _ = writeln!(
         s,
         "Command: `{}` · kura-operator {} ({}) · Kubernetes {} · {} cores ({}), load average at start {} · concurrency {} · resync {}s · JSON: `{json}`\n",

@@ -120,6 +120,144 @@ async fn kura_bench_runs_every_phase_at_n5() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A fleet spread over namespaces (`--namespaces 2`, the N=10,000 run's
+/// shape), on a plane of its own: the operator then watches every namespace.
+/// Every scale phase but the budget runs over both namespaces of each fleet.
+#[tokio::test]
+async fn kura_bench_spreads_a_fleet_over_namespaces() {
+    let plane = support::PrivatePlane::up("bench-spread", 41);
+    let dir = std::env::temp_dir().join(format!("kura-bench-spread-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("report.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_kura-bench"))
+        .args(["--n", "4", "--namespaces", "2", "--skip-budget"])
+        .args(["--resync", "2s", "--timeout", "180s"])
+        .arg("--operator-bin")
+        .arg(operator_bin())
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run kura-bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kura-bench failed:\n{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["namespaces"], 2, "{r}");
+    assert_eq!(r["direct"]["objects"], 28, "{r}");
+    // Every child kind of the direct fleet was applied in its two namespaces.
+    assert_eq!(
+        r["direct"]["create_requests"]["patch statefulsets"], 4,
+        "{r}"
+    );
+    assert!(r["operator"]["change_s"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(
+        r["operator"]["create_requests"]["create kurainstances"], 4,
+        "{r}"
+    );
+    // Instances and children, and each namespace's default ServiceAccount and
+    // root CA ConfigMap, compared in both namespaces; nothing changed.
+    for idle in [&r["operator"]["idle"], &r["operator"]["restart"]["idle"]] {
+        assert_eq!(idle["objects_compared"], 4 * 8 + 2 * 2, "{idle}");
+        assert_eq!(idle["resource_version_changes"], 0, "{idle}");
+    }
+    // `diff -A`: every instance of both namespaces changes with the other domain.
+    assert_eq!(
+        r["operator"]["preview"]["edited"]["summary"]["changing"], 4,
+        "{r}"
+    );
+    assert!(stderr.contains("removing the direct fleet"), "{stderr}");
+    assert!(stderr.contains("cleaned up"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shards proof (`--shards-proof`) end to end at N=16 over 8 namespaces,
+/// on a plane of its own: its replicas act for every namespace, and would
+/// reconcile other tests' instances on the shared plane. Every phase runs;
+/// what the proof holds as guarantees is asserted (no object written by two
+/// replicas, across a kill -9 and a join; the killed replica's shards taken
+/// over), its timings are not.
+#[tokio::test]
+async fn kura_bench_shards_proof_runs_every_phase() {
+    let plane = support::PrivatePlane::up("bench-shards", 40);
+    let dir = std::env::temp_dir().join(format!("kura-bench-shards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("shards.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_kura-bench"))
+        .args([
+            "--shards-proof",
+            "--n",
+            "16",
+            "--namespaces",
+            "8",
+            "--shards",
+            "4",
+        ])
+        .args([
+            "--lease-duration",
+            "6s",
+            "--resync",
+            "5s",
+            "--timeout",
+            "240s",
+        ])
+        .arg("--operator-bin")
+        .arg(operator_bin())
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run kura-bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kura-bench failed:\n{stderr}");
+    // The markdown section, for a reader of --nocapture.
+    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (r["n"].clone(), r["namespaces"].clone()),
+        (16.into(), 8.into())
+    );
+    // Two namespaces, so four instances, in each shard.
+    assert_eq!(
+        r["instances_per_shard"],
+        serde_json::json!({"0": 4, "1": 4, "2": 4, "3": 4})
+    );
+    for (phase, key) in [
+        ("one", "create_s"),
+        ("one", "change_s"),
+        ("two", "change_s"),
+        ("failover", "taken_over_s"),
+        ("failover", "converged_after_kill_s"),
+        ("join", "change_s"),
+    ] {
+        let secs = r[phase][key].as_f64().unwrap_or_default();
+        assert!(secs > 0.0, "{phase}.{key} was measured: {r}");
+    }
+    assert_eq!(r["two"]["held"]["a"].as_array().unwrap().len(), 2, "{r}");
+    assert_eq!(r["two"]["held"]["b"].as_array().unwrap().len(), 2, "{r}");
+    assert_eq!(r["failover"]["killed_shards"], r["two"]["held"]["a"], "{r}");
+    let after: Vec<&String> = r["join"]["held_after"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(after, ["a2", "b", "c"], "{r}");
+    for phase in ["two", "failover", "join"] {
+        assert_eq!(
+            r[phase]["written_by_two"],
+            serde_json::json!({}),
+            "{phase}: {r}"
+        );
+    }
+    assert!(r["two"]["peak_rss_mib"]["a"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["goals"].as_array().unwrap().len(), 4, "{r}");
+    assert!(stderr.contains("cleaned up"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The operator binary of this build: `cargo test --workspace` builds it into
 /// the same target directory as this test (`target/<profile>/kura-operator`).
 fn operator_bin() -> std::path::PathBuf {
