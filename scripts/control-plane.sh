@@ -59,6 +59,9 @@
 #   KURA_AUDIT_MAXBACKUP (2): rotated 200 MB audit files kept; a benchmark phase
 #   at N=10,000 writes more than 400 MB of audit lines, and counts requests from
 #   them, so it needs more.
+#   Spread a large fleet over namespaces (kura-bench --namespaces): with 10,000
+#   Services in one namespace the controller manager's endpoints controllers
+#   match every pod event against all of them, and rollouts crawl.
 #
 # KURA_FEATURE_GATES (none): the apiserver's --feature-gates, e.g.
 #   ShardedListAndWatch=true for the server-side sharded list and watch

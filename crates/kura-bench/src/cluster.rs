@@ -199,7 +199,8 @@ impl Bench {
         let classes: Api<IngressClass> = Api::all(self.client.clone());
         self.delete_namespaces(&self.all_namespaces()).await;
         let _ = classes.delete(&self.class, &DeleteParams::default()).await;
-        self.wait_gone(&self.all_namespaces()).await;
+        self.wait_gone(&self.all_namespaces(), Duration::from_secs(600))
+            .await;
     }
 
     /// Delete `names` (their objects go with them, by the namespace controller).
@@ -210,11 +211,10 @@ impl Bench {
         }
     }
 
-    /// Until the namespaces `names` are gone (at most ten minutes).
-    pub async fn wait_gone(&self, names: &[String]) {
+    /// Until the namespaces `names` are gone (at most `limit`): whether they are.
+    pub async fn wait_gone(&self, names: &[String], limit: Duration) -> bool {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let start = Instant::now();
-        let limit = Duration::from_secs(600);
         loop {
             let mut left = Vec::new();
             for name in names {
@@ -227,13 +227,13 @@ impl Bench {
                     "kura-bench: cleaned up in {:.0}s",
                     start.elapsed().as_secs_f64()
                 );
-                return;
+                return true;
             }
             if start.elapsed() > limit {
                 eprintln!(
                     "kura-bench: namespaces {left:?} still terminating after {limit:?}; left to the namespace controller"
                 );
-                return;
+                return false;
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
         }

@@ -202,7 +202,12 @@ async fn phases(args: &Args, bench: &cluster::Bench) -> BenchResult<report::Repo
         eprintln!("kura-bench: removing the direct fleet before the operator's phases");
         let direct = bench.namespaces_of(&bench.direct_ns);
         bench.delete_namespaces(&direct).await;
-        bench.wait_gone(&direct).await;
+        // Its deletion loads the plane (and would fill the caches of an
+        // operator watching the cluster): the operator starts after it, or
+        // the run stops. 70,000 objects took more than ten minutes.
+        if !bench.wait_gone(&direct, args.phase_timeout()).await {
+            return Err("the direct fleet's namespaces were not gone in time".into());
+        }
     }
     let (op, resources) = operator::run(args, bench).await?;
     report.operator = op;
