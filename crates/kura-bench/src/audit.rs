@@ -43,6 +43,33 @@ pub struct Counts {
     pub by_client: BTreeMap<String, u64>,
 }
 
+/// The audit entries of requests in `namespaces` received since `mark`,
+/// Events left out: what both readers below count.
+fn entries_since(
+    path: &Path,
+    mark: &Mark,
+    namespaces: &[String],
+) -> BenchResult<Vec<serde_json::Value>> {
+    let namespaces: std::collections::BTreeSet<&str> =
+        namespaces.iter().map(String::as_str).collect();
+    Ok(read_since(path, mark)?
+        .lines()
+        // A line cut by rotation does not parse.
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| {
+            let r = &e["objectRef"];
+            let at = e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok());
+            r["namespace"]
+                .as_str()
+                .is_some_and(|ns| namespaces.contains(ns))
+                && r["resource"] != "events"
+                && at.is_some_and(|t| t >= mark.at)
+        })
+        .collect())
+}
+
 /// Requests in `namespaces` since `mark`, excluding Events.
 pub fn count(
     path: &Path,
@@ -50,26 +77,9 @@ pub fn count(
     namespaces: &[String],
     client_user: &str,
 ) -> BenchResult<Counts> {
-    let namespaces: std::collections::BTreeSet<&str> =
-        namespaces.iter().map(String::as_str).collect();
     let mut counts = Counts::default();
-    for line in read_since(path, mark)?.lines() {
-        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue; // a line cut by rotation
-        };
+    for e in entries_since(path, mark, namespaces)? {
         let r = &e["objectRef"];
-        let ours = r["namespace"]
-            .as_str()
-            .is_some_and(|ns| namespaces.contains(ns));
-        if !ours || r["resource"] == "events" {
-            continue;
-        }
-        let at = e["requestReceivedTimestamp"]
-            .as_str()
-            .and_then(|t| t.parse::<Timestamp>().ok());
-        if at.is_none_or(|t| t < mark.at) {
-            continue;
-        }
         let sub = r["subresource"]
             .as_str()
             .map(|s| format!("/{s}"))
@@ -110,38 +120,26 @@ pub struct ReplicaWrite {
 pub fn replica_writes(
     path: &Path,
     mark: &Mark,
-    namespaces: &std::collections::BTreeSet<String>,
+    namespaces: &[String],
 ) -> BenchResult<Vec<ReplicaWrite>> {
     let mut out = Vec::new();
-    for line in read_since(path, mark)?.lines() {
-        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
+    for e in entries_since(path, mark, namespaces)? {
         let r = &e["objectRef"];
-        let at = e["requestReceivedTimestamp"]
-            .as_str()
-            .and_then(|t| t.parse::<Timestamp>().ok());
         let Some(replica) = e["impersonatedUser"]["username"]
             .as_str()
             .and_then(|u| u.strip_prefix("replica-"))
         else {
             continue;
         };
-        let Some(ns) = r["namespace"].as_str() else {
-            continue;
-        };
-        if !namespaces.contains(ns)
-            || r["resource"] == "events"
-            || !r["subresource"].is_null()
-            || at.is_none_or(|t| t < mark.at)
-        {
+        if !r["subresource"].is_null() {
             continue;
         }
         out.push(ReplicaWrite {
             replica: replica.to_string(),
             verb: e["verb"].as_str().unwrap_or("").to_string(),
             object: format!(
-                "{ns}/{}/{}",
+                "{}/{}/{}",
+                r["namespace"].as_str().unwrap_or(""),
                 r["resource"].as_str().unwrap_or(""),
                 r["name"].as_str().unwrap_or("")
             ),

@@ -262,7 +262,7 @@ impl<'a> Fleet<'a> {
             .await?;
         let mark = audit::Mark::now(&self.args.audit_log());
         let change_s = self.change(&[&a, &b], 3).await?;
-        let writes = audit::replica_writes(&self.args.audit_log(), &mark, &self.namespace_set())?;
+        let writes = audit::replica_writes(&self.args.audit_log(), &mark, &self.namespaces)?;
         let peak_rss_mib = [("a", &a), ("b", &b)]
             .into_iter()
             .map(|(name, p)| (name.to_string(), proc::mib(sampler.peak_kib(p.pid()))))
@@ -300,7 +300,7 @@ impl<'a> Fleet<'a> {
         let converged_after_kill_s = secs(killed.elapsed());
         let change_s = secs(start.elapsed());
         self.settle().await?;
-        let writes = audit::replica_writes(&self.args.audit_log(), &mark, &self.namespace_set())?;
+        let writes = audit::replica_writes(&self.args.audit_log(), &mark, &self.namespaces)?;
         eprintln!(
             "kura-bench: shards: taken over after {taken_over_s:.1}s, converged {converged_after_kill_s:.1}s after the kill"
         );
@@ -366,7 +366,7 @@ impl<'a> Fleet<'a> {
         let held_after = self.wait_held_by(&["a2", "b", "c"]).await?;
         let first_shard_s = first_shard_s.unwrap_or_else(|| secs(joined.elapsed()));
         self.settle().await?;
-        let writes = audit::replica_writes(&self.args.audit_log(), &mark, &self.namespace_set())?;
+        let writes = audit::replica_writes(&self.args.audit_log(), &mark, &self.namespaces)?;
         drop((a, b, c));
         let longest_stall_s: BTreeMap<u32, f64> = stalls
             .into_iter()
@@ -539,10 +539,6 @@ impl<'a> Fleet<'a> {
             .iter()
             .filter_map(|i| Some((key(i), i.status.as_ref()?.applied_revision.clone()?)))
             .collect()
-    }
-
-    fn namespace_set(&self) -> BTreeSet<String> {
-        self.namespaces.iter().cloned().collect()
     }
 
     /// Shards by the replica holding their Lease (`bench-<name>-<hex>`).
