@@ -527,8 +527,16 @@ pub fn instance_controller(
     };
     q.metrics
         .set_max_concurrent(INSTANCE_CONTROLLER, concurrency);
+    // Every instance event, status writes included (before the filter): the
+    // status copies this process kept are dropped once the cache shows them.
+    let observed = ctx.clone();
     let instances = streams
         .instances
+        .inspect(move |event| {
+            if let Ok(instance) = event {
+                observed.memory.observed(instance);
+            }
+        })
         .predicate_filter(spec_or_annotations, Default::default());
     let controller = Controller::for_stream(q.objects(instances), instances_store.clone())
         .owns_stream(q.owned::<KuraInstance, _, _, _>(streams.stateful_sets))

@@ -10,6 +10,7 @@ mod cli;
 /// mimalloc instead of glibc's malloc: every reconcile renders, allocating and
 /// freeing many small strings and maps per instance, and mimalloc's thread-local
 /// free lists make that cheaper (docs/benchmarks.md, "The pure core").
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -181,20 +181,41 @@ async fn run(args: Args) -> BenchResult<()> {
     }
     // Ctrl-C drops the phases (which kills the operator) and still cleans up:
     // the cluster is shared.
+    let mut report = match report::Report::start(&args, &bench).await {
+        Ok(report) => report,
+        Err(e) => {
+            bench.cleanup().await;
+            return Err(e);
+        }
+    };
     let outcome = tokio::select! {
-        r = phases(&args, &bench) => r,
+        r = phases(&args, &bench, &mut report) => r,
         _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
     };
     bench.cleanup().await;
-    let report = outcome?;
-    report::write(&args, &report)?;
-    Ok(())
+    match outcome {
+        Ok(()) => {
+            report.finish();
+            report::write(&args, &report)
+        }
+        // The phases that ended keep their figures (a run at N=10,000 takes
+        // hours; its create and change are worth keeping when the settling
+        // after them times out).
+        Err(e) => {
+            report.incomplete = Some(e.to_string());
+            report::write_incomplete(&args, &report)?;
+            Err(e)
+        }
+    }
 }
 
-/// Every phase in order; the namespaces and the class are removed by the caller
-/// whatever happens here.
-async fn phases(args: &Args, bench: &cluster::Bench) -> BenchResult<report::Report> {
-    let mut report = report::Report::start(args, bench).await?;
+/// Every phase in order, each recorded in `report` as it ends; the
+/// namespaces and the class are removed by the caller whatever happens here.
+async fn phases(
+    args: &Args,
+    bench: &cluster::Bench,
+    report: &mut report::Report,
+) -> BenchResult<()> {
     report.direct = direct::run(args, bench).await?;
     if bench.spread > 1 {
         // The operator then watches the whole cluster: the direct fleet's
@@ -209,9 +230,5 @@ async fn phases(args: &Args, bench: &cluster::Bench) -> BenchResult<report::Repo
             return Err("the direct fleet's namespaces were not gone in time".into());
         }
     }
-    let (op, resources) = operator::run(args, bench).await?;
-    report.operator = op;
-    report.resources = resources;
-    report.finish();
-    Ok(report)
+    operator::run(args, bench, report).await
 }

@@ -25,11 +25,14 @@ use crate::fleet::{self, Watched, wait_all};
 use crate::proc::secs;
 use crate::proc::{self, Sampler};
 use crate::process::{CONVERGED, Process, settle};
-use crate::report::{Idle, Operator, Phases, ProcessUse, Resources, Restart};
+use crate::report::{Idle, Phases, ProcessUse, Report, Resources, Restart};
 use crate::{Args, BenchResult, audit};
 
-/// The operator process, killed when dropped.
-pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources)> {
+/// The operator's phases, each recorded in `report` as it ends: a run that
+/// stops part-way (a timeout at N=10,000, Ctrl-C) keeps the figures of the
+/// phases before (`Report::incomplete`). The operator process is killed when
+/// dropped.
+pub async fn run(args: &Args, bench: &Bench, report: &mut Report) -> BenchResult<()> {
     let n = args.instances();
     let ns = &bench.namespaces_of(&bench.operator_ns);
     let timeout = args.phase_timeout();
@@ -48,7 +51,10 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
     let sample = |pid: Option<u32>| pid.and_then(proc::read).unwrap_or_default();
     let (op_pid, mut marks) = (Some(op.pid()), Vec::new());
     marks.push((sample(op_pid), sample(apiserver)));
-    let mut out = Operator::default();
+    // Until the resources of the whole run are taken (after the preview), the
+    // peak so far is recorded at each phase's end, for a run that stops before.
+    report.resources.operator.rss_at_start_mib = proc::mib(marks[0].0.rss_kib);
+    let out = &mut report.operator;
 
     eprintln!("kura-bench: operator create: {n} instances");
     let mark = audit::Mark::now(&args.audit_log());
@@ -60,7 +66,9 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
     .await?;
     out.create_s = secs(done - start);
     eprintln!("kura-bench: operator create: {:.2}s", out.create_s);
+    report.resources.operator.peak_rss_mib = proc::mib(sampler.peak_kib(op.pid()));
     settle(&watched, n, timeout).await?;
+    let out = &mut report.operator;
     out.create_requests = audit::count(&args.audit_log(), &mark, ns, &bench.user)?.by_client;
     marks.push((sample(op_pid), sample(apiserver)));
 
@@ -80,23 +88,25 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<(Operator, Resources
         .and_then(|t| t.duration_since(written).try_into().ok())
         .map(secs);
     eprintln!("kura-bench: operator change: {:.2}s", out.change_s);
+    report.resources.operator.peak_rss_mib = proc::mib(sampler.peak_kib(op.pid()));
     settle(&watched, n, timeout).await?;
+    let out = &mut report.operator;
     out.change_requests = audit::count(&args.audit_log(), &mark, ns, &bench.user)?.by_client;
     marks.push((sample(op_pid), sample(apiserver)));
 
     out.idle = idle(args, bench, &op).await?;
     marks.push((sample(op_pid), sample(apiserver)));
     out.preview = crate::preview::run(args, bench, 2, 1).await?;
-    let resources = Resources {
+    report.resources = Resources {
         operator: usage(&marks, |m| m.0, sampler.peak_kib(op.pid()), true),
         apiserver: apiserver.map(|pid| usage(&marks, |m| m.1, sampler.peak_kib(pid), false)),
     };
     // After the resources are taken: the budget phase's restarts are no part
     // of the peaks and CPU times that earlier runs recorded.
     drop(sampler);
-    out.restart = restart(args, bench, &mut op).await?;
-    out.budget = crate::budget::run(args, bench, &op, &watched, &expected).await?;
-    Ok((out, resources))
+    report.operator.restart = restart(args, bench, &mut op).await?;
+    report.operator.budget = crate::budget::run(args, bench, &op, &watched, &expected).await?;
+    Ok(())
 }
 
 async fn create_instances(bench: &Bench, n: usize, concurrency: usize) -> BenchResult<()> {

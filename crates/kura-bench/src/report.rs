@@ -68,6 +68,10 @@ pub struct Report {
     pub resources: Resources,
     pub ratios: Ratios,
     pub goals: Vec<Goal>,
+    /// Why the run stopped before its last phase; the figures of the phases
+    /// that ended are kept, the others are zero (`write_incomplete`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 #[derive(Serialize, Default)]
@@ -383,6 +387,26 @@ pub fn json_path(what: &str, n: usize) -> PathBuf {
         .strftime("%Y-%m-%dT%H%M%SZ")
         .to_string();
     repo().join(format!("docs/bench/{what}-{stamp}-n{n}.json"))
+}
+
+/// A run that stopped part-way: its JSON only, named `…-incomplete.json`
+/// (no ratios or goals, which would compare zeros; no markdown section).
+pub fn write_incomplete(args: &Args, report: &Report) -> BenchResult<()> {
+    let json = args
+        .json
+        .clone()
+        .unwrap_or_else(|| default_json(report.n))
+        .with_extension("incomplete.json");
+    if let Some(dir) = json.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&json, serde_json::to_string_pretty(report)? + "\n")?;
+    eprintln!(
+        "kura-bench: the run stopped ({}); the figures of the phases that ended are in {}",
+        report.incomplete.as_deref().unwrap_or("?"),
+        json.display()
+    );
+    Ok(())
 }
 
 pub fn write(args: &Args, report: &Report) -> BenchResult<()> {
