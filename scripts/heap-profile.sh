@@ -34,8 +34,14 @@ fi
 exec "$repo/target/heap/release/kura-operator" "\$@"
 WRAP
 chmod +x "$out/operator"
+# heaptrack runs the operator as its child: kura-bench stops the wrapper's
+# process, so the operators it started are stopped here, whatever happens.
+trap 'pkill -TERM -f "^$repo/target/heap/release/kura-operator run" || true' EXIT
 "${CARGO_TARGET_DIR:-$repo/target}/release/kura-bench" --operator-bin "$out/operator" \
   --json "$out/bench.json" "$@"
+pkill -TERM -f "^$repo/target/heap/release/kura-operator run" || true
+# heaptrack writes the profile as its child exits.
+for _ in $(seq 1 30); do pgrep -f heaptrack_interpret >/dev/null || break; sleep 1; done
 # The first process is the one that created and changed the fleet.
 first=$(ls -tr "$out"/run-* | head -n 1)
 echo "heap-profile: $first"
