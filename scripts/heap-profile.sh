@@ -14,15 +14,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 command -v heaptrack >/dev/null || { echo "heap-profile: heaptrack is not installed" >&2; exit 1; }
-if [ -z "${KUBECONFIG:-}" ]; then
-  scripts/control-plane.sh up
-  eval "$(scripts/control-plane.sh env)"
-  kubectl apply --server-side -f crds/ >/dev/null
-fi
 CARGO_TARGET_DIR="$repo/target/heap" CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
   cargo build --locked --release --no-default-features --bin kura-operator
-cargo build --release --locked -p kura-bench
 out=$(mktemp -d /tmp/kura-heap.XXXXXX)
 # `run` under heaptrack, one profile per process (the benchmark restarts the
 # operator once); `render` and `diff` plain, their output is parsed.
@@ -37,8 +31,8 @@ chmod +x "$out/operator"
 # heaptrack runs the operator as its child: kura-bench stops the wrapper's
 # process, so the operators it started are stopped here, whatever happens.
 trap 'pkill -TERM -f "^$repo/target/heap/release/kura-operator run" || true' EXIT
-"${CARGO_TARGET_DIR:-$repo/target}/release/kura-bench" --operator-bin "$out/operator" \
-  --json "$out/bench.json" "$@"
+# The plane, the benchmark's build and its run are scripts/bench-scale.sh's.
+scripts/bench-scale.sh --operator-bin "$out/operator" --json "$out/bench.json" "$@"
 pkill -TERM -f "^$repo/target/heap/release/kura-operator run" || true
 # heaptrack writes the profile as its child exits.
 for _ in $(seq 1 30); do pgrep -f heaptrack_interpret >/dev/null || break; sleep 1; done

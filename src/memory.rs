@@ -89,6 +89,20 @@ impl<S> Default for Record<S> {
     }
 }
 
+impl<S> Record<S> {
+    /// The status copy goes once the cache's version `cached_rv` is at least
+    /// the one our write produced (`recall` and `observed` both ask).
+    fn drop_status_if_caught_up(&mut self, cached_rv: Option<&str>) {
+        if self
+            .own_status
+            .as_deref()
+            .is_some_and(|(rv, _)| caught_up(cached_rv, rv))
+        {
+            self.own_status = None;
+        }
+    }
+}
+
 pub use kura_core::outcome::TransientStreak;
 
 /// What a reconcile reads from memory, once, at its start.
@@ -133,13 +147,9 @@ impl<K: Remembered> Memory<K> {
                 ..Recall::default()
             };
         };
-        let cached_rv = instance.meta().resource_version.as_deref();
+        record.drop_status_if_caught_up(instance.meta().resource_version.as_deref());
         let status = match record.own_status.as_deref() {
-            Some((rv, own)) if !caught_up(cached_rv, rv) => Some(own.clone()),
-            Some(_) => {
-                record.own_status = None;
-                cached
-            }
+            Some((_, own)) => Some(own.clone()),
             None => cached,
         };
         Recall {
@@ -177,14 +187,8 @@ impl<K: Remembered> Memory<K> {
         let Some(uid) = instance.meta().uid.as_deref() else {
             return;
         };
-        let cached_rv = instance.meta().resource_version.as_deref();
-        if let Some(record) = self.records.lock().unwrap().get_mut(uid)
-            && record
-                .own_status
-                .as_deref()
-                .is_some_and(|(rv, _)| caught_up(cached_rv, rv))
-        {
-            record.own_status = None;
+        if let Some(record) = self.records.lock().unwrap().get_mut(uid) {
+            record.drop_status_if_caught_up(instance.meta().resource_version.as_deref());
         }
     }
 

@@ -397,10 +397,7 @@ pub fn write_incomplete(args: &Args, report: &Report) -> BenchResult<()> {
         .clone()
         .unwrap_or_else(|| default_json(report.n))
         .with_extension("incomplete.json");
-    if let Some(dir) = json.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&json, serde_json::to_string_pretty(report)? + "\n")?;
+    write_json(&json, report)?;
     eprintln!(
         "kura-bench: the run stopped ({}); the figures of the phases that ended are in {}",
         report.incomplete.as_deref().unwrap_or("?"),
@@ -409,12 +406,17 @@ pub fn write_incomplete(args: &Args, report: &Report) -> BenchResult<()> {
     Ok(())
 }
 
-pub fn write(args: &Args, report: &Report) -> BenchResult<()> {
-    let json = args.json.clone().unwrap_or_else(|| default_json(report.n));
+fn write_json(json: &Path, report: &Report) -> BenchResult<()> {
     if let Some(dir) = json.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&json, serde_json::to_string_pretty(report)? + "\n")?;
+    std::fs::write(json, serde_json::to_string_pretty(report)? + "\n")?;
+    Ok(())
+}
+
+pub fn write(args: &Args, report: &Report) -> BenchResult<()> {
+    let json = args.json.clone().unwrap_or_else(|| default_json(report.n));
+    write_json(&json, report)?;
     let shown = json
         .strip_prefix(repo())
         .unwrap_or(&json)
