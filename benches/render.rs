@@ -54,7 +54,7 @@ fn claims(c: &mut Criterion) {
     let (instance, config) = example();
     let claims = Claims::new(kura_operator::claims::index::DEFAULT_RESERVATION, None);
     let (instances, _) = reflector::store::<KuraInstance>();
-    let (ingresses, _) = reflector::store::<Ingress>();
+    let (ingresses, _) = reflector::store::<kura_operator::stores::cached::CachedIngress>();
     let fleet = |i: usize| {
         let mut other = instance.clone();
         other.metadata.name = Some(format!("i{i}"));

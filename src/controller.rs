@@ -29,6 +29,9 @@ use crate::keys::{LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY_VALUE};
 
 use crate::kind::ChildKind;
 use crate::reconcile::labelled::Labelled;
+use crate::reconcile::stores::cached::{
+    self, CachedIngress, CachedMeta, CachedObject, CachedStatefulSet,
+};
 use crate::reconcile::stores::foreign::ForeignNames;
 use crate::reconcile::{self, stores::Stores};
 use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
@@ -116,9 +119,29 @@ fn reflect_observed<K: Cacheable>(
     api: Api<K>,
     wc: watcher::Config,
     trim: fn(&mut K),
-    mut observe: impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static,
+    observe: impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, Shared<K>) {
-    let (reader, writer) = reflector::store();
+    reflect_into(
+        api,
+        wc,
+        trim,
+        |cache, event| cache.apply_watcher_event(event),
+        observe,
+    )
+}
+
+/// Every reflector: each object watched, trimmed by `trim`, is written to
+/// the cache by `write` (as it is, or in the compact form its cache keeps,
+/// `stores::cached`), then shown to `observe`, then passed on to the
+/// controllers as it came.
+fn reflect_into<K: Cacheable, C: CachedObject>(
+    api: Api<K>,
+    wc: watcher::Config,
+    trim: fn(&mut K),
+    mut write: impl FnMut(&mut reflector::store::Writer<C>, &watcher::Event<K>) + Send + 'static,
+    mut observe: impl FnMut(&Store<C>, &watcher::Event<K>) + Send + 'static,
+) -> (Store<C>, Shared<K>) {
+    let (reader, mut writer) = reflector::store();
     let cache = reader.clone();
     let kind = K::kind(&()).to_string();
     let watch = watcher(api, wc).inspect(move |event| match event {
@@ -133,9 +156,10 @@ fn reflect_observed<K: Cacheable>(
     // error passed on (a 410 after an apiserver restart) would stop every watch
     // for up to 30 s, during which the others expire and fail in turn: the
     // instance controller went minutes without reconciling (tests/cluster/plane_faults.rs).
-    let stream = reflector::reflector(writer, events)
+    let stream = events
         .inspect(move |event| {
             if let Ok(event) = event {
+                write(&mut writer, event);
                 observe(&cache, event)
             }
         })
@@ -145,29 +169,35 @@ fn reflect_observed<K: Cacheable>(
     (reader, stream)
 }
 
-/// The metadata-only cache of a child kind, its objects indexed by the
-/// instance they are labelled as.
+/// The metadata-only cache of a child kind, each object kept as
+/// [`CachedMeta`], indexed by the instance it is labelled as.
 fn reflect_child<K>(
     scope: &Scope,
     labelled: &Arc<Labelled>,
     kind: ChildKind,
-) -> (Store<K>, Shared<K>)
+) -> (Store<CachedMeta<K>>, Shared<PartialObjectMeta<K>>)
 where
-    K: Cacheable + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    reflect_observed(
-        scope.api::<K>(),
+    reflect_into(
+        scope.api::<PartialObjectMeta<K>>(),
         scope.managed(),
         compact_child,
+        |cache, event| cache.apply_watcher_event(&cached::event(event, cached::meta_of)),
         indexed(labelled, kind),
     )
 }
 
 /// Keeps `labelled` up to date with a reflector's events.
-fn indexed<K: Cacheable>(
+fn indexed<K: CachedObject, C: CachedObject>(
     labelled: &Arc<Labelled>,
     kind: ChildKind,
-) -> impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static {
+) -> impl FnMut(&Store<C>, &watcher::Event<K>) + Send + 'static {
     let labelled = labelled.clone();
     move |store, event| labelled.event(kind, store, event)
 }
@@ -277,19 +307,21 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
     let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
     // Children by the instance they are labelled as (reconcile::labelled).
     let labelled = Arc::new(Labelled::default());
-    let (sts_store, stateful_sets) = reflect_observed(
+    let (sts_store, stateful_sets) = reflect_into(
         scope.api::<StatefulSet>(),
         scope.managed(),
         crate::cached_sts::compact,
+        |cache, event| cache.apply_watcher_event(&cached::event(event, CachedStatefulSet::of)),
         indexed(&labelled, ChildKind::StatefulSet),
     );
     let (ing_store, ingresses) = {
         let claims = claims.clone();
         let mut index = indexed(&labelled, ChildKind::Ingress);
-        reflect_observed(
+        reflect_into(
             scope.api::<Ingress>(),
             scope.managed(),
             compact_child,
+            |cache, event| cache.apply_watcher_event(&cached::event(event, CachedIngress::of)),
             move |store, event| {
                 claims.ingress_event(store, event);
                 index(store, event);

@@ -2,6 +2,7 @@
 //! from these caches of cluster state on every pass, and a converged pass reads
 //! nothing from the apiserver.
 
+pub mod cached;
 pub mod foreign;
 pub mod labelled;
 
@@ -14,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use self::cached::{CachedIngress, CachedMeta, CachedObject, CachedStatefulSet};
 use self::labelled::Labelled;
 use crate::api::{KuraGateway, KuraInstance};
 use crate::cached_sts::LiveClaim;
@@ -24,14 +26,14 @@ use crate::render::ObjectId;
 pub struct Stores {
     pub instances: Store<KuraInstance>,
     pub gateways: Store<KuraGateway>,
-    pub stateful_sets: Store<StatefulSet>,
-    pub ingresses: Store<Ingress>,
+    pub stateful_sets: Store<CachedStatefulSet>,
+    pub ingresses: Store<CachedIngress>,
     pub ingress_classes: Store<IngressClass>,
-    pub services: Store<PartialObjectMeta<Service>>,
-    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
-    pub service_accounts: Store<PartialObjectMeta<ServiceAccount>>,
-    pub pod_disruption_budgets: Store<PartialObjectMeta<PodDisruptionBudget>>,
-    pub network_policies: Store<PartialObjectMeta<NetworkPolicy>>,
+    pub services: Store<CachedMeta<Service>>,
+    pub config_maps: Store<CachedMeta<ConfigMap>>,
+    pub service_accounts: Store<CachedMeta<ServiceAccount>>,
+    pub pod_disruption_budgets: Store<CachedMeta<PodDisruptionBudget>>,
+    pub network_policies: Store<CachedMeta<NetworkPolicy>>,
     pub deployments: Store<PartialObjectMeta<Deployment>>,
     /// The gateways' RoleBindings (by the operator's label).
     pub role_bindings: Store<PartialObjectMeta<RoleBinding>>,
@@ -51,7 +53,7 @@ pub struct Stores {
     pub foreign: std::sync::Arc<foreign::ForeignNames>,
 }
 
-fn key<K: kube::Resource<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {
+fn key<K: kube::runtime::reflector::Lookup<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {
     let r = ObjectRef::new(&id.name);
     match &id.namespace {
         Some(ns) => r.within(ns),
@@ -145,16 +147,19 @@ impl Stores {
             namespace: Some(namespace.to_string()),
             name: name.to_string(),
         };
-        self.stateful_set(&id)
-            .is_some_and(|sts| crate::cached_sts::serving(&sts))
+        self.stateful_sets
+            .get(&key(&id))
+            .is_some_and(|sts| crate::cached_sts::serves(sts.replicas()))
     }
 
     pub fn stateful_set(&self, id: &ObjectId) -> Option<std::sync::Arc<StatefulSet>> {
-        self.stateful_sets.get(&key(id))
+        let cached = self.stateful_sets.get(&key(id))?;
+        Some(std::sync::Arc::new(cached.stateful_set()))
     }
 
     pub fn ingress(&self, id: &ObjectId) -> Option<std::sync::Arc<Ingress>> {
-        self.ingresses.get(&key(id))
+        let cached = self.ingresses.get(&key(id))?;
+        Some(std::sync::Arc::new(cached.ingress()))
     }
 
     pub fn ingress_class(&self, name: &str) -> Option<std::sync::Arc<IngressClass>> {
@@ -215,12 +220,9 @@ pub trait KindStore: Sync {
     fn index_labels(&self, kind: ChildKind, labelled: &Labelled);
 }
 
-impl<K> KindStore for Store<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
+impl<K: CachedObject> KindStore for Store<K> {
     fn meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
-        self.get(&key(id)).map(|o| o.meta().clone())
+        self.get(&key(id)).map(|o| o.metadata())
     }
 
     fn ready(&self) -> futures::future::BoxFuture<'_, ()> {

@@ -13,6 +13,7 @@ use kube::runtime::watcher;
 
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
+use crate::stores::cached::CachedIngress;
 use kura_core::claims::index::Index;
 use kura_core::claims::{Claimant, Conflict, HostClaim, HostInputs, check, hosts, not_served};
 
@@ -58,14 +59,14 @@ impl Claims {
     }
 
     /// After the reflector applied `event` to `store`.
-    pub fn ingress_event(&self, store: &Store<Ingress>, event: &watcher::Event<Ingress>) {
+    pub fn ingress_event(&self, store: &Store<CachedIngress>, event: &watcher::Event<Ingress>) {
         let mut index = self.index.lock().unwrap();
         let wakes = match event {
             watcher::Event::Apply(i) => index.upsert_ingress(i),
             watcher::Event::Delete(i) => index.remove_ingress(i),
             watcher::Event::InitDone => {
-                let all = store.state();
-                index.reset_ingresses(all.iter().map(|i| i.as_ref()))
+                let all: Vec<Ingress> = store.state().iter().map(|i| i.ingress()).collect();
+                index.reset_ingresses(all.iter())
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
         };

@@ -28,6 +28,7 @@ use crate::controller::{compact_child, compact_instance, compact_managed_fields}
 use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
 use crate::kind::ChildKind;
 use crate::reconcile::stores::Stores;
+use crate::reconcile::stores::cached::{CachedIngress, CachedMeta, CachedStatefulSet};
 use crate::render::ObjectId;
 
 pub struct Live {
@@ -49,14 +50,14 @@ pub struct LiveBuilder {
 struct Writers {
     instances: Writer<KuraInstance>,
     gateways: Writer<KuraGateway>,
-    stateful_sets: Writer<StatefulSet>,
-    ingresses: Writer<Ingress>,
+    stateful_sets: Writer<CachedStatefulSet>,
+    ingresses: Writer<CachedIngress>,
     ingress_classes: Writer<IngressClass>,
-    services: Writer<PartialObjectMeta<Service>>,
-    config_maps: Writer<PartialObjectMeta<ConfigMap>>,
-    service_accounts: Writer<PartialObjectMeta<ServiceAccount>>,
-    pod_disruption_budgets: Writer<PartialObjectMeta<PodDisruptionBudget>>,
-    network_policies: Writer<PartialObjectMeta<NetworkPolicy>>,
+    services: Writer<CachedMeta<Service>>,
+    config_maps: Writer<CachedMeta<ConfigMap>>,
+    service_accounts: Writer<CachedMeta<ServiceAccount>>,
+    pod_disruption_budgets: Writer<CachedMeta<PodDisruptionBudget>>,
+    network_policies: Writer<CachedMeta<NetworkPolicy>>,
     deployments: Writer<PartialObjectMeta<Deployment>>,
     role_bindings: Writer<PartialObjectMeta<RoleBinding>>,
     cluster_role_bindings: Writer<PartialObjectMeta<ClusterRoleBinding>>,
@@ -160,26 +161,26 @@ impl LiveBuilder {
                     self.live.pod_template_hashes.insert(id, hash.clone());
                 }
                 crate::cached_sts::compact(&mut sts);
-                w.stateful_sets.apply_watcher_event(&Event::Apply(sts));
+                w.stateful_sets
+                    .apply_watcher_event(&Event::Apply(CachedStatefulSet::of(&sts)));
             }
-            ChildKind::Ingress => put(&mut w.ingresses, serde_json::from_value(value)?, kind),
+            ChildKind::Ingress => {
+                let mut ingress: Ingress = serde_json::from_value(value)?;
+                compact_child(&mut ingress);
+                w.ingresses
+                    .apply_watcher_event(&Event::Apply(CachedIngress::of(&ingress)));
+            }
             ChildKind::IngressClass => {
                 put(&mut w.ingress_classes, serde_json::from_value(value)?, kind)
             }
             ChildKind::KuraGateway => put(&mut w.gateways, serde_json::from_value(value)?, kind),
-            ChildKind::Service => put(&mut w.services, partial(meta(&mut value)?), kind),
-            ChildKind::ConfigMap => put(&mut w.config_maps, partial(meta(&mut value)?), kind),
-            ChildKind::ServiceAccount => {
-                put(&mut w.service_accounts, partial(meta(&mut value)?), kind)
+            ChildKind::Service => put_child(&mut w.services, meta(&mut value)?),
+            ChildKind::ConfigMap => put_child(&mut w.config_maps, meta(&mut value)?),
+            ChildKind::ServiceAccount => put_child(&mut w.service_accounts, meta(&mut value)?),
+            ChildKind::PodDisruptionBudget => {
+                put_child(&mut w.pod_disruption_budgets, meta(&mut value)?)
             }
-            ChildKind::PodDisruptionBudget => put(
-                &mut w.pod_disruption_budgets,
-                partial(meta(&mut value)?),
-                kind,
-            ),
-            ChildKind::NetworkPolicy => {
-                put(&mut w.network_policies, partial(meta(&mut value)?), kind)
-            }
+            ChildKind::NetworkPolicy => put_child(&mut w.network_policies, meta(&mut value)?),
             ChildKind::Deployment => put(&mut w.deployments, partial(meta(&mut value)?), kind),
             ChildKind::RoleBinding => put(&mut w.role_bindings, partial(meta(&mut value)?), kind),
             ChildKind::ClusterRoleBinding => put(
@@ -229,6 +230,14 @@ fn into_value(kind: ChildKind, object: DynamicObject) -> Result<Value, serde_jso
 
 fn partial<K: Resource<DynamicType = ()>>(meta: ObjectMeta) -> PartialObjectMeta<K> {
     meta.into_request_partial()
+}
+
+/// A metadata-only child into its store, as the operator's reflectors keep
+/// it (`controller::reflect_child`).
+fn put_child<K: Resource<DynamicType = ()>>(writer: &mut Writer<CachedMeta<K>>, meta: ObjectMeta) {
+    let mut object = partial::<K>(meta);
+    compact_child(&mut object);
+    writer.apply_watcher_event(&Event::Apply(CachedMeta::new(object.metadata)));
 }
 
 /// Into the store as the operator's reflectors keep `kind` (controller.rs).

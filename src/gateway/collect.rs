@@ -22,6 +22,7 @@ use crate::reconcile::apply::{Failure, Stage};
 use crate::reconcile::prune::{gateway_user, ingress_classes};
 use crate::reconcile::stores::Stores;
 use crate::render::ObjectId;
+use kube::runtime::reflector::Lookup;
 
 fn identity(gw: &KuraGateway) -> (&str, &str) {
     (
@@ -67,11 +68,8 @@ pub fn cached_user(gw: &KuraGateway, stores: &Stores, config: &OperatorConfig) -
         .ingresses
         .state()
         .iter()
-        .filter(|i| i.metadata.namespace.as_deref() == Some(namespace))
-        .filter_map(|i| {
-            let class = i.spec.as_ref()?.ingress_class_name.clone()?;
-            Some((i.metadata.name.clone()?, class))
-        })
+        .filter(|i| i.namespace().as_deref() == Some(namespace))
+        .filter_map(|i| Some((i.name()?.into_owned(), i.class_name()?.to_string())))
         .collect();
     ingresses.sort();
     first_user(gw, &stores.instances.state(), &ingresses, config)

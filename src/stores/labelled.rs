@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
+
+use super::cached::CachedObject;
 
 use crate::keys::LABEL_INSTANCE;
 use crate::kind::ChildKind;
@@ -38,16 +38,17 @@ struct Inner {
 }
 
 /// The object's id and the instance it is labelled as, if it is.
-fn labelled(kind: ChildKind, meta: &ObjectMeta) -> (ObjectId, Option<Owner>) {
+fn labelled<C: CachedObject>(kind: ChildKind, object: &C) -> (ObjectId, Option<Owner>) {
+    let namespace = object.namespace().map(|ns| ns.into_owned());
+    let owner = namespace.as_ref().and_then(|ns| {
+        let instance = object.label(LABEL_INSTANCE)?;
+        Some((ns.clone(), instance.to_string()))
+    });
     let id = ObjectId {
         kind,
-        namespace: meta.namespace.clone(),
-        name: meta.name.clone().unwrap_or_default(),
+        namespace,
+        name: object.name().unwrap_or_default().into_owned(),
     };
-    let owner = meta.namespace.as_ref().and_then(|ns| {
-        let instance = meta.labels.as_ref()?.get(LABEL_INSTANCE)?;
-        Some((ns.clone(), instance.clone()))
-    });
     (id, owner)
 }
 
@@ -63,8 +64,8 @@ impl Inner {
         }
     }
 
-    fn put(&mut self, kind: ChildKind, meta: &ObjectMeta) {
-        let (id, owner) = labelled(kind, meta);
+    fn put<C: CachedObject>(&mut self, kind: ChildKind, object: &C) {
+        let (id, owner) = labelled(kind, object);
         if self.label_of.get(&id).map(|o| &**o) == owner.as_ref() {
             // Most events are status or spec changes: the label stays.
             return;
@@ -87,17 +88,18 @@ impl Inner {
 }
 
 impl Labelled {
-    /// After the reflector of `kind` applied `event` to `store`.
-    pub fn event<K: Resource<DynamicType = ()> + Clone>(
+    /// After the reflector of `kind` applied `event` to `store` (which holds
+    /// the objects in the form its cache keeps them).
+    pub fn event<K: CachedObject, C: CachedObject>(
         &self,
         kind: ChildKind,
-        store: &Store<K>,
+        store: &Store<C>,
         event: &watcher::Event<K>,
     ) {
         match event {
-            watcher::Event::Apply(o) => self.inner.lock().unwrap().put(kind, o.meta()),
+            watcher::Event::Apply(o) => self.inner.lock().unwrap().put(kind, o),
             watcher::Event::Delete(o) => {
-                let (id, _) = labelled(kind, o.meta());
+                let (id, _) = labelled(kind, o);
                 self.inner.lock().unwrap().remove(&id);
             }
             // The store was replaced by a fresh list: so is this kind's part.
@@ -107,7 +109,7 @@ impl Labelled {
     }
 
     /// Index every object of `kind` in `store` anew.
-    pub fn reset<K: Resource<DynamicType = ()> + Clone>(&self, kind: ChildKind, store: &Store<K>) {
+    pub fn reset<C: CachedObject>(&self, kind: ChildKind, store: &Store<C>) {
         let all = store.state();
         let mut inner = self.inner.lock().unwrap();
         let stale: Vec<Arc<ObjectId>> = inner
@@ -120,7 +122,7 @@ impl Labelled {
             inner.remove(id);
         }
         for object in &all {
-            inner.put(kind, object.meta());
+            inner.put(kind, &**object);
         }
     }
 

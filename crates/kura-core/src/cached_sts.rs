@@ -38,19 +38,26 @@ const DATA_CLAIM_SIZE: &str = "cache.kura.dev/data-claim-size";
 /// the instance serves from its pods, so a restart would take that away
 /// (the fleet budget counts it). None wanted serves nothing.
 pub fn serving(sts: &StatefulSet) -> bool {
-    let (want, available) = replicas(sts);
+    serves(replicas(sts))
+}
+
+/// [`serving`], of the counts [`replicas`] gives.
+pub fn serves((want, available): (i32, i32)) -> bool {
     want > 0 && available >= want
 }
 
 /// The replicas the StatefulSet wants, and how many are available.
 pub fn replicas(sts: &StatefulSet) -> (i32, i32) {
-    let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let available = sts
-        .status
-        .as_ref()
-        .and_then(|s| s.available_replicas)
-        .unwrap_or(0);
-    (want, available)
+    counts(
+        sts.spec.as_ref().and_then(|s| s.replicas),
+        sts.status.as_ref().and_then(|s| s.available_replicas),
+    )
+}
+
+/// [`replicas`], of `spec.replicas` and `status.availableReplicas` (the
+/// API's defaults for what is unset: one wanted, none available).
+pub fn counts(want: Option<i32>, available: Option<i32>) -> (i32, i32) {
+    (want.unwrap_or(1), available.unwrap_or(0))
 }
 
 /// Trims `sts` to what the cache keeps (module documentation).
