@@ -54,7 +54,6 @@ fn claims(c: &mut Criterion) {
     let (instance, config) = example();
     let claims = Claims::new(kura_operator::claims::index::DEFAULT_RESERVATION, None);
     let (instances, _) = reflector::store::<KuraInstance>();
-    let (ingresses, _) = reflector::store::<kura_operator::stores::cached::CachedIngress>();
     let fleet = |i: usize| {
         let mut other = instance.clone();
         other.metadata.name = Some(format!("i{i}"));
@@ -81,7 +80,7 @@ fn claims(c: &mut Criterion) {
             "spec": {"rules": [{"host": format!("acct{i}.eu-west-1.kura.example.com")}]},
         }))
         .unwrap();
-        claims.ingress_event(&ingresses, &watcher::Event::Apply(ingress));
+        claims.ingress_event(&watcher::Event::Apply(ingress), Vec::new);
     }
     let me = fleet(500);
     let now = jiff::Timestamp::now();

@@ -323,7 +323,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
             compact_child,
             |cache, event| cache.apply_watcher_event(&cached::event(event, CachedIngress::of)),
             move |store, event| {
-                claims.ingress_event(store, event);
+                claims.ingress_event(event, || cached::ingresses(store));
                 index(store, event);
             },
         )

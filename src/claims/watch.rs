@@ -13,7 +13,6 @@ use kube::runtime::watcher;
 
 use crate::api::KuraInstance;
 use crate::config::OperatorConfig;
-use crate::stores::cached::CachedIngress;
 use kura_core::claims::index::Index;
 use kura_core::claims::{Claimant, Conflict, HostClaim, HostInputs, check, hosts, not_served};
 
@@ -59,13 +58,18 @@ impl Claims {
     }
 
     /// After the reflector applied `event` to `store`.
-    pub fn ingress_event(&self, store: &Store<CachedIngress>, event: &watcher::Event<Ingress>) {
+    /// `listed`: every Ingress of the cache, asked for after a re-list only.
+    pub fn ingress_event(
+        &self,
+        event: &watcher::Event<Ingress>,
+        listed: impl FnOnce() -> Vec<Ingress>,
+    ) {
         let mut index = self.index.lock().unwrap();
         let wakes = match event {
             watcher::Event::Apply(i) => index.upsert_ingress(i),
             watcher::Event::Delete(i) => index.remove_ingress(i),
             watcher::Event::InitDone => {
-                let all: Vec<Ingress> = store.state().iter().map(|i| i.ingress()).collect();
+                let all = listed();
                 index.reset_ingresses(all.iter())
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),

@@ -207,9 +207,9 @@ impl LiveBuilder {
         stores
             .claims
             .instance_event(&stores.instances, &Event::InitDone);
-        stores
-            .claims
-            .ingress_event(&stores.ingresses, &Event::InitDone);
+        stores.claims.ingress_event(&Event::InitDone, || {
+            crate::stores::cached::ingresses(&stores.ingresses)
+        });
         stores.index_labels();
         self.live
     }

@@ -362,6 +362,11 @@ impl CachedIngress {
     }
 }
 
+/// Every Ingress of `store`, as the typed objects it was made of.
+pub fn ingresses(store: &kube::runtime::reflector::Store<CachedIngress>) -> Vec<Ingress> {
+    store.state().iter().map(|i| i.ingress()).collect()
+}
+
 impl<K, B> CachedObject for Cached<K, B>
 where
     K: Resource<DynamicType = ()> + 'static,
