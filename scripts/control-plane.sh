@@ -63,6 +63,10 @@
 #   Services in one namespace the controller manager's endpoints controllers
 #   match every pod event against all of them, and rollouts crawl.
 #
+# KURA_AUDIT_READS (unset): set to 1 to audit lists and watches too (their
+#   request URIs show the selectors a client asked for); off by default, as
+#   every watch renewal would be a line.
+#
 # KURA_FEATURE_GATES (none): the apiserver's --feature-gates, e.g.
 #   ShardedListAndWatch=true for the server-side sharded list and watch
 #   (`shardSelector`, alpha and off by default in 1.36).
@@ -301,6 +305,7 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
+$(if [ "${KURA_AUDIT_READS:-}" = 1 ]; then printf -- '- level: Metadata\n  verbs: [list, watch]\n'; fi)
 - level: None
 AP
 }

@@ -35,6 +35,7 @@ use crate::reconcile::stores::cached::{
 use crate::reconcile::stores::foreign::ForeignNames;
 use crate::reconcile::{self, stores::Stores};
 use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
+use crate::shards::select::{Listed, Selection};
 
 /// Where the operator looks: every namespace, or one.
 #[derive(Clone)]
@@ -47,6 +48,9 @@ pub struct Scope {
     pub watch_timeout: u32,
     /// How long a deleted holder's hosts stay reserved (claims.rs).
     pub host_reservation: std::time::Duration,
+    /// Where the apiserver filters the shard-local caches to the shards this
+    /// process holds (`shards::select`); `None`: they hold the whole scope.
+    pub select: Option<Selection>,
 }
 
 impl Scope {
@@ -54,9 +58,72 @@ impl Scope {
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
-        match &self.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
+        api_in(self.client.clone(), self.namespace.as_deref())
+    }
+
+    /// The watch of a kind read only for objects of their own namespace (an
+    /// instance's children, a gateway's own objects): filtered by the
+    /// apiserver to the held shards where it does that, else the whole scope.
+    fn shard_local<K>(&self, wc: watcher::Config) -> Watch<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()> + Cacheable,
+    {
+        let namespace = self.namespace.clone();
+        self.shard_local_with(move |client| api_in(client, namespace.as_deref()), wc)
+    }
+
+    /// [`Scope::shard_local`], of the Api `api` builds on the client it is given.
+    fn shard_local_with<K: Watchable>(
+        &self,
+        api: impl Fn(Client) -> Api<K> + Send + 'static,
+        wc: watcher::Config,
+    ) -> Watch<K> {
+        match &self.select {
+            Some(select) => {
+                let filtered = select.watch(api, wc);
+                Watch {
+                    events: filtered.events,
+                    listed: Some(filtered.listed),
+                }
+            }
+            None => Watch::whole(api(self.client.clone()), wc),
+        }
+    }
+}
+
+fn api_in<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+/// A watch's events and, for a shard-filtered one, what its cache tells the
+/// gate once it has written a complete list.
+pub struct Watch<K> {
+    events: futures::stream::BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+    listed: Option<Listed>,
+}
+
+/// What kube's watcher can watch.
+pub trait Watchable:
+    Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static
+{
+}
+impl<K> Watchable for K where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static
+{
+}
+
+impl<K: Watchable> Watch<K> {
+    /// Every object `api` reaches: fleet-wide readers, cluster-scoped kinds.
+    fn whole(api: Api<K>, wc: watcher::Config) -> Watch<K> {
+        Watch {
+            events: watcher(api, wc).boxed(),
+            listed: None,
         }
     }
 }
@@ -101,29 +168,23 @@ impl<K> Cacheable for K where
 {
 }
 
-pub fn reflect<K: Cacheable>(api: Api<K>, wc: watcher::Config) -> (Store<K>, Shared<K>) {
-    reflect_trimmed(api, wc, compact_managed_fields)
+fn reflect<K: Cacheable>(watch: Watch<K>) -> (Store<K>, Shared<K>) {
+    reflect_trimmed(watch, compact_managed_fields)
 }
 
 /// [`reflect`], keeping in the cache only what `trim` leaves of each object.
-fn reflect_trimmed<K: Cacheable>(
-    api: Api<K>,
-    wc: watcher::Config,
-    trim: fn(&mut K),
-) -> (Store<K>, Shared<K>) {
-    reflect_observed(api, wc, trim, |_, _| {})
+fn reflect_trimmed<K: Cacheable>(watch: Watch<K>, trim: fn(&mut K)) -> (Store<K>, Shared<K>) {
+    reflect_observed(watch, trim, |_, _| {})
 }
 
 /// [`reflect_trimmed`], showing `observe` each event once the cache has it.
 fn reflect_observed<K: Cacheable>(
-    api: Api<K>,
-    wc: watcher::Config,
+    watch: Watch<K>,
     trim: fn(&mut K),
     observe: impl FnMut(&Store<K>, &watcher::Event<K>) + Send + 'static,
 ) -> (Store<K>, Shared<K>) {
     reflect_into(
-        api,
-        wc,
+        watch,
         trim,
         |cache, event| cache.apply_watcher_event(event),
         observe,
@@ -133,10 +194,10 @@ fn reflect_observed<K: Cacheable>(
 /// Every reflector: each object watched, trimmed by `trim`, is written to
 /// the cache by `write` (as it is, or in the compact form its cache keeps,
 /// `stores::cached`), then shown to `observe`, then passed on to the
-/// controllers as it came.
+/// controllers as it came. A shard-filtered cache tells the gate once it has
+/// written a complete list (after `observe`, so that its indexes have it too).
 fn reflect_into<K: Cacheable, C: CachedObject>(
-    api: Api<K>,
-    wc: watcher::Config,
+    watch: Watch<K>,
     trim: fn(&mut K),
     mut write: impl FnMut(&mut reflector::store::Writer<C>, &watcher::Event<K>) + Send + 'static,
     mut observe: impl FnMut(&Store<C>, &watcher::Event<K>) + Send + 'static,
@@ -144,7 +205,8 @@ fn reflect_into<K: Cacheable, C: CachedObject>(
     let (reader, mut writer) = reflector::store();
     let cache = reader.clone();
     let kind = K::kind(&()).to_string();
-    let watch = watcher(api, wc).inspect(move |event| match event {
+    let Watch { events, listed } = watch;
+    let watch = events.inspect(move |event| match event {
         Err(e) => tracing::warn!(%kind, error = %e, "watch failed; retrying with backoff"),
         Ok(watcher::Event::Init) => tracing::debug!(%kind, "watch (re)listing"),
         Ok(watcher::Event::InitDone) => tracing::debug!(%kind, "watch listed"),
@@ -160,7 +222,10 @@ fn reflect_into<K: Cacheable, C: CachedObject>(
         .inspect(move |event| {
             if let Ok(event) = event {
                 write(&mut writer, event);
-                observe(&cache, event)
+                observe(&cache, event);
+                if let (watcher::Event::InitDone, Some(listed)) = (event, &listed) {
+                    listed.done();
+                }
             }
         })
         .touched_objects()
@@ -185,8 +250,7 @@ where
         + 'static,
 {
     reflect_into(
-        scope.api::<PartialObjectMeta<K>>(),
-        scope.managed(),
+        scope.shard_local::<PartialObjectMeta<K>>(scope.managed()),
         compact_child,
         |cache, event| cache.apply_watcher_event(&cached::event(event, cached::meta_of)),
         indexed(labelled, kind),
@@ -216,17 +280,27 @@ pub fn follow_foreign_names(
         .filter(|kind| kind.cached_by_label())
         .map(|kind| {
             let ar = kind.api_resource();
-            let api: Api<PartialObjectMeta<DynamicObject>> = match &scope.namespace {
-                Some(ns) => Api::namespaced_with(scope.client.clone(), ns, &ar),
-                None => Api::all_with(scope.client.clone(), &ar),
+            let namespace = scope.namespace.clone();
+            let api = move |client| -> Api<PartialObjectMeta<DynamicObject>> {
+                match &namespace {
+                    Some(ns) => Api::namespaced_with(client, ns, &ar),
+                    None => Api::all_with(client, &ar),
+                }
             };
             let names = names.clone();
-            watcher(api, scope.watch_config().labels(&others))
+            // Read for an instance's own namespace only: shard-local.
+            let Watch { events, listed } =
+                scope.shard_local_with(api, scope.watch_config().labels(&others));
+            events
                 .default_backoff()
                 .for_each(move |event| {
                     match event {
                         Ok(event) => {
-                            if names.event(kind, &event) {
+                            let first = names.event(kind, &event);
+                            if let (watcher::Event::InitDone, Some(listed)) = (&event, &listed) {
+                                listed.done();
+                            }
+                            if first {
                                 let held = names.len();
                                 tracing::info!(held, "names of unlabelled objects listed: creates check them without reads");
                             }
@@ -298,18 +372,20 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
     let (instances_store, instances) = {
         let claims = claims.clone();
         reflect_observed(
-            scope.api::<KuraInstance>(),
-            scope.watch_config(),
+            Watch::whole(scope.api::<KuraInstance>(), scope.watch_config()),
             compact_instance,
             move |store, event| claims.instance_event(store, event),
         )
     };
-    let (gateways_store, gateways) = reflect(scope.api::<KuraGateway>(), scope.watch_config());
+    let (gateways_store, gateways) = reflect(Watch::whole(
+        scope.api::<KuraGateway>(),
+        scope.watch_config(),
+    ));
     // Children by the instance they are labelled as (reconcile::labelled).
     let labelled = Arc::new(Labelled::default());
+    // Fleet-wide: the fleet budget counts every instance's workload.
     let (sts_store, stateful_sets) = reflect_into(
-        scope.api::<StatefulSet>(),
-        scope.managed(),
+        Watch::whole(scope.api::<StatefulSet>(), scope.managed()),
         crate::cached_sts::compact,
         |cache, event| cache.apply_watcher_event(&cached::event(event, CachedStatefulSet::of)),
         indexed(&labelled, ChildKind::StatefulSet),
@@ -317,9 +393,9 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
     let (ing_store, ingresses) = {
         let claims = claims.clone();
         let mut index = indexed(&labelled, ChildKind::Ingress);
+        // Fleet-wide: a host is claimed once across the fleet.
         reflect_into(
-            scope.api::<Ingress>(),
-            scope.managed(),
+            Watch::whole(scope.api::<Ingress>(), scope.managed()),
             compact_child,
             |cache, event| cache.apply_watcher_event(&cached::event(event, CachedIngress::of)),
             move |store, event| {
@@ -328,31 +404,29 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
             },
         )
     };
-    let (class_store, ingress_classes) = reflect(
+    let (class_store, ingress_classes) = reflect(Watch::whole(
         Api::<IngressClass>::all(scope.client.clone()),
         scope.watch_config(),
-    );
+    ));
     let (svc, services) = reflect_child(scope, &labelled, ChildKind::Service);
     let (cm, config_maps) = reflect_child(scope, &labelled, ChildKind::ConfigMap);
     let (sa, service_accounts) = reflect_child(scope, &labelled, ChildKind::ServiceAccount);
     let (pdb, pdbs) = reflect_child(scope, &labelled, ChildKind::PodDisruptionBudget);
     let (np, network_policies) = reflect_child(scope, &labelled, ChildKind::NetworkPolicy);
-    let (dep, deployments) = reflect(
-        scope.api::<PartialObjectMeta<Deployment>>(),
-        scope.managed(),
-    );
-    let (rb, role_bindings) = reflect(
-        scope.api::<PartialObjectMeta<RoleBinding>>(),
-        scope.managed(),
-    );
-    let (crb, cluster_role_bindings) = reflect(
+    // A gateway's own objects, read for it only (in its namespace's shard).
+    let (dep, deployments) =
+        reflect(scope.shard_local::<PartialObjectMeta<Deployment>>(scope.managed()));
+    let (rb, role_bindings) =
+        reflect(scope.shard_local::<PartialObjectMeta<RoleBinding>>(scope.managed()));
+    let (crb, cluster_role_bindings) = reflect(Watch::whole(
         Api::<PartialObjectMeta<ClusterRoleBinding>>::all(scope.client.clone()),
         scope.watch_config(),
-    );
+    ));
     // Metadata and the PodScheduled condition only: what the gateway reports.
+    // Fleet-wide: an instance reports the gateway serving its class, which
+    // can be in another namespace (`Stores::gateway_trouble`).
     let (pod_store, pods) = reflect_trimmed(
-        scope.api::<Pod>(),
-        scope.gateway_pods(),
+        Watch::whole(scope.api::<Pod>(), scope.gateway_pods()),
         kura_core::gateway::pods::compact,
     );
     let [instances, gateway_instances, budget_instances] = fan_out(instances);

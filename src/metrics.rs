@@ -60,6 +60,7 @@ pub struct Metrics {
     rollout: Family<StateLabel, Gauge>,
     leader: Gauge,
     config_valid: Gauge,
+    shards_filtered_by_server: Gauge,
     config_reloads: Family<ResultLabel, Counter>,
     status_writes: Family<ResultLabel, Counter>,
     endpoint_checks: Family<ResultLabel, Counter>,
@@ -85,6 +86,7 @@ impl Default for Metrics {
         let rollout = Family::<StateLabel, Gauge>::default();
         let leader = Gauge::default();
         let config_valid = Gauge::default();
+        let shards_filtered_by_server = Gauge::default();
         let config_reloads = Family::<ResultLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
         let endpoint_checks = Family::<ResultLabel, Counter>::default();
@@ -145,6 +147,11 @@ impl Default for Metrics {
             config_valid.clone(),
         );
         registry.register(
+            "shards_filtered_by_server",
+            "1 while the apiserver filters the shard-local caches to the shards this process holds (server-side sharded list and watch), 0 while they hold the whole fleet",
+            shards_filtered_by_server.clone(),
+        );
+        registry.register(
             "config_reloads",
             "Changes of the operator configuration file read at runtime, by result: valid (in force) or invalid (ignored)",
             config_reloads.clone(),
@@ -176,6 +183,7 @@ impl Default for Metrics {
             rollout,
             leader,
             config_valid,
+            shards_filtered_by_server,
             config_reloads,
             scrape: Mutex::new(()),
         }
@@ -258,6 +266,10 @@ impl Metrics {
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
         self.runtime.set_leader(leading);
+    }
+
+    pub fn set_shards_filtered_by_server(&self, on: bool) {
+        self.shards_filtered_by_server.set(i64::from(on));
     }
 
     pub fn set_config_valid(&self, valid: bool) {

@@ -64,6 +64,15 @@ pub struct RunArgs {
     #[arg(long, env = "KURA_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub shards: u32,
 
+    /// With several shards, who filters the caches of the kinds read only
+    /// within an instance's namespace: the apiserver, by its server-side
+    /// sharded list and watch (`shardSelector`, Kubernetes 1.36's
+    /// `ShardedListAndWatch` gate), so each replica caches its shards' objects
+    /// only; or this process, caching the whole fleet (`client`). `auto`
+    /// asks the apiserver once at start.
+    #[arg(long, env = "KURA_SHARD_FILTER", value_enum, default_value = "auto")]
+    pub shard_filter: crate::shards::select::Choice,
+
     /// Log format.
     #[arg(long, env = "KURA_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -232,12 +241,35 @@ async fn run(
         None => kube::Api::all(client.clone()),
     };
     let list = crate::list_strategy::choose(args.list_strategy, &instances_api).await;
+    // Probed with the Services the filtered caches hold (a custom resource's
+    // list does not report the filter: apiextensions' lists carry no shardInfo).
+    let services_api: kube::Api<k8s_openapi::api::core::v1::Service> = match &args.namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let filter = crate::shards::select::choose(
+        args.shard_filter,
+        shards,
+        &client,
+        services_api.resource_url(),
+    )
+    .await;
+    probes
+        .metrics
+        .set_shards_filtered_by_server(filter == crate::shards::select::Filter::Server);
+    let select = (filter == crate::shards::select::Filter::Server).then(|| {
+        crate::shards::select::Selection {
+            gate: gate.clone(),
+            client: client.clone(),
+        }
+    });
     let scope = Scope {
         client: client.clone(),
         list,
         namespace: args.namespace.clone(),
         watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
         host_reservation: args.host_reservation,
+        select,
     };
     // The instance controller's one wake channel: the budget's next in line
     // (`Context::wake`) and instances a freed host concerns (claims).

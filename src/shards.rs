@@ -24,6 +24,7 @@
 
 mod follow;
 pub mod ledger;
+pub mod select;
 mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,8 +41,15 @@ pub use follow::coordinate;
 /// Which shards this process acts for, and the work in flight per shard.
 pub struct Gate {
     shards: Shards,
-    /// Shards a reconcile may start in: held, and not being handed over.
+    /// Shards a reconcile may start in: leased, and listed by every cache
+    /// the apiserver filters to this process's shards.
     acting: watch::Sender<BTreeSet<u32>>,
+    /// Shards whose Lease this process holds and is not handing over.
+    leased: watch::Sender<BTreeSet<u32>>,
+    /// Per cache filtered by the apiserver (`select`), the shards it holds
+    /// a complete list of. None registered: the caches hold the whole
+    /// fleet, and every leased shard is acted for at once.
+    listed: Mutex<Vec<BTreeSet<u32>>>,
     /// Shards whose Lease this process holds: work in flight for a shard is
     /// dropped the moment the shard leaves this set.
     holding: watch::Sender<BTreeSet<u32>>,
@@ -54,6 +62,8 @@ impl Gate {
         Gate {
             shards,
             acting: watch::channel(BTreeSet::new()).0,
+            leased: watch::channel(BTreeSet::new()).0,
+            listed: Mutex::default(),
             holding: watch::channel(BTreeSet::new()).0,
             busy: Mutex::default(),
             idle: Notify::new(),
@@ -122,7 +132,66 @@ impl Gate {
         };
         // Holding first: work is dropped before anything else can start.
         self.holding.send_replace(set.clone());
-        self.acting.send_replace(set);
+        self.leased.send_replace(set);
+        self.refresh();
+    }
+
+    /// Leased or not, shard `shard` (its follower in `follow`).
+    fn set_leased(&self, shard: u32, on: bool) {
+        self.set(&self.leased, shard, on);
+        self.refresh();
+    }
+
+    /// Nothing leased, nothing held (the campaigns have ended).
+    fn release_all(&self) {
+        self.holding.send_replace(BTreeSet::new());
+        self.leased.send_replace(BTreeSet::new());
+        self.refresh();
+    }
+
+    /// The shards whose Lease this process holds, as they change: what a
+    /// filtered cache lists (`select`).
+    pub fn holding(&self) -> watch::Receiver<BTreeSet<u32>> {
+        self.holding.subscribe()
+    }
+
+    /// A new cache the apiserver filters to this process's shards: until it
+    /// reports a complete list ([`Gate::set_listed`]), no shard is acted
+    /// for, so that nothing is decided from a cache that lacks the shard's
+    /// objects (an absent child would be created again, an orphan missed).
+    pub fn filtered_cache(&self) -> usize {
+        let mut listed = self.listed.lock().unwrap();
+        listed.push(BTreeSet::new());
+        let slot = listed.len() - 1;
+        drop(listed);
+        self.refresh();
+        slot
+    }
+
+    /// Cache `slot` holds a complete list of `shards` (and of no others).
+    pub fn set_listed(&self, slot: usize, shards: BTreeSet<u32>) {
+        if let Some(s) = self.listed.lock().unwrap().get_mut(slot) {
+            *s = shards;
+        }
+        self.refresh();
+    }
+
+    /// `acting` = leased, and listed by every filtered cache.
+    fn refresh(&self) {
+        let leased = self.leased.borrow().clone();
+        let listed = self.listed.lock().unwrap();
+        let acting: BTreeSet<u32> = leased
+            .into_iter()
+            .filter(|s| listed.iter().all(|l| l.contains(s)))
+            .collect();
+        drop(listed);
+        self.acting.send_if_modified(|a| {
+            if *a == acting {
+                return false;
+            }
+            *a = acting;
+            true
+        });
     }
 
     fn set(&self, which: &watch::Sender<BTreeSet<u32>>, shard: u32, on: bool) {

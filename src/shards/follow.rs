@@ -97,8 +97,7 @@ pub async fn coordinate(
         _ = planner => {}
         _ = &mut campaigns => ended = true,
     }
-    gate.holding.send_replace(Default::default());
-    gate.acting.send_replace(Default::default());
+    gate.release_all();
     let _ = stop_tx.send(true);
     if !ended {
         campaigns.await;
@@ -197,9 +196,9 @@ async fn follow_shard(
         gate.set(&gate.holding, i, holding);
         if wanted {
             want.send_replace(true);
-            gate.set(&gate.acting, i, holding);
+            gate.set_leased(i, holding);
         } else if *want.borrow() {
-            gate.set(&gate.acting, i, false);
+            gate.set_leased(i, false);
             if holding {
                 tokio::select! {
                     _ = gate.drained(i) => {}

@@ -25,7 +25,7 @@ fn namespace_of(n: u32, i: u32) -> String {
 
 fn holds(g: &Gate, shard: u32) {
     g.set(&g.holding, shard, true);
-    g.set(&g.acting, shard, true);
+    g.set_leased(shard, true);
 }
 
 #[tokio::test]
@@ -80,7 +80,7 @@ async fn a_shard_is_drained_only_when_its_work_in_flight_ends() {
         tokio::task::yield_now().await;
     }
     // Stopped acting: no new work, the running one goes on.
-    g.set(&g.acting, 1, false);
+    g.set_leased(1, false);
     let drained = tokio::time::timeout(Duration::from_millis(50), g.drained(1)).await;
     assert!(drained.is_err(), "drained while work was in flight");
     end_tx.send(()).unwrap();
@@ -103,7 +103,7 @@ async fn acquiring_a_shard_ticks_once_per_shard_gained() {
         .await
         .unwrap();
     // Losing one is no tick.
-    g.set(&g.acting, 2, false);
+    g.set_leased(2, false);
     assert!(
         tokio::time::timeout(Duration::from_millis(50), ticks.next())
             .await
@@ -125,6 +125,49 @@ async fn one_shard_follows_the_single_lease() {
         healthy: true,
     });
     assert!(!g.acts_for("any"));
+}
+
+/// A cache the apiserver filters to the held shards holds a shard's objects
+/// only once it has listed them: until every such cache has, the shard is
+/// not acted for, however its Lease stands (a child missing from the cache
+/// would be created again, an orphan left). Without the rule a leased shard
+/// is acted for at once (the first assertion of the negative control).
+#[tokio::test]
+async fn a_leased_shard_is_acted_for_only_once_every_filtered_cache_listed_it() {
+    let unfiltered = gate(4);
+    holds(&unfiltered, 1);
+    assert_eq!(
+        unfiltered.acting(),
+        BTreeSet::from([1]),
+        "no filtered cache: at once"
+    );
+
+    let g = gate(4);
+    let services = g.filtered_cache();
+    let config_maps = g.filtered_cache();
+    let mut ticks = std::pin::pin!(g.acquired());
+    holds(&g, 1);
+    holds(&g, 2);
+    assert!(g.acting().is_empty(), "leased, not listed yet");
+    g.set_listed(services, BTreeSet::from([1, 2]));
+    assert!(g.acting().is_empty(), "one cache still listing");
+    g.set_listed(config_maps, BTreeSet::from([1]));
+    assert_eq!(g.acting(), BTreeSet::from([1]));
+    tokio::time::timeout(Duration::from_secs(5), ticks.next())
+        .await
+        .unwrap();
+    g.set_listed(config_maps, BTreeSet::from([1, 2]));
+    assert_eq!(g.acting(), BTreeSet::from([1, 2]));
+    tokio::time::timeout(Duration::from_secs(5), ticks.next())
+        .await
+        .expect("a shard listed later is acquired then: what passed meanwhile is reconciled");
+    // A restarted watch lists anew: a shard it has not listed again is not
+    // acted for, even while leased.
+    g.set_listed(services, BTreeSet::from([2]));
+    assert_eq!(g.acting(), BTreeSet::from([2]));
+    // Losing the Lease stops acting at once, whatever the caches hold.
+    g.set_leased(2, false);
+    assert!(g.acting().is_empty());
 }
 
 fn lease(name: &str, holder: Option<&str>, rv: &str) -> Arc<Lease> {

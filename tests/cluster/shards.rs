@@ -2,8 +2,9 @@
 //! operator watches every namespace there, and an instance's shard is its
 //! namespace's. Each replica talks to the apiserver as a user of its own
 //! (impersonated, in system:masters), so the audit log names who wrote what.
-//! The caches are unfiltered (the label-free path: no `shardSelector`), so
-//! that is the path these tests measure.
+//! The caches are unfiltered (the label-free path: no `shardSelector`) on
+//! these planes, except where a test starts its plane with the apiserver's
+//! `ShardedListAndWatch` gate (failover's second test).
 
 mod budget;
 mod failover;
@@ -55,7 +56,13 @@ struct Bench {
 
 impl Bench {
     async fn start(name: &str, offset: u16, per_shard: usize, config: String) -> Bench {
-        let plane = PrivatePlane::up(name, offset);
+        Bench::start_on(name, PrivatePlane::new(name, offset), per_shard, config).await
+    }
+
+    /// [`Bench::start`] on `plane`, not started yet (one with settings of its own).
+    async fn start_on(name: &str, plane: PrivatePlane, per_shard: usize, config: String) -> Bench {
+        plane.script(&["up"]);
+        plane.install_crds();
         let client = plane.client().await;
         let shards = Shards::new(SHARDS).unwrap();
         let mut namespaces = Vec::new();
@@ -300,6 +307,63 @@ fn change_every_pod(a: &Operator, b: &Operator) -> Instant {
     started
 }
 
+/// The `shardSelector` of each watch of `resource` (in every namespace) by
+/// each replica, in the order they were made (`None`: unfiltered), from the
+/// audit log of a plane that logs reads (`KURA_AUDIT_READS`).
+fn watch_selectors(bench: &Bench, resource: &str) -> BTreeMap<String, Vec<Option<String>>> {
+    let text = audit_text(&bench.plane.kubeconfig().with_file_name("audit.log"));
+    let mut out: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    for e in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let Some(replica) = e["impersonatedUser"]["username"]
+            .as_str()
+            .and_then(|u| u.strip_prefix("replica-"))
+        else {
+            continue;
+        };
+        // A watch is logged when it starts and again when it ends: the start.
+        if e["verb"] != "watch"
+            || e["stage"] != "ResponseStarted"
+            || e["objectRef"]["resource"] != resource
+        {
+            continue;
+        }
+        let uri = e["requestURI"].as_str().unwrap_or_default();
+        let selector = uri.split_once('?').and_then(|(_, q)| {
+            q.split('&')
+                .find_map(|p| p.strip_prefix("shardSelector="))
+                .map(|v| {
+                    let v = v.replace('+', " ");
+                    percent_decode(&v)
+                })
+        });
+        out.entry(replica.to_string()).or_default().push(selector);
+    }
+    out
+}
+
+/// `%XX` escapes decoded (the audit log keeps the request URI as sent).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// One mutating request of a replica in the audit log.
 #[derive(Debug)]
 struct Write {
@@ -334,6 +398,10 @@ fn writes(bench: &Bench, since: &str) -> Vec<Write> {
                 .as_str()?
                 .strip_prefix("replica-")?;
             let o = &e["objectRef"];
+            // A plane that logs reads too (KURA_AUDIT_READS) logs them here.
+            if matches!(e["verb"].as_str()?, "get" | "list" | "watch") {
+                return None;
+            }
             let namespace = o["namespace"].as_str()?;
             let at = e["requestReceivedTimestamp"].as_str()?;
             if !ours.contains(namespace) || at < since || o["resource"] == "events" {

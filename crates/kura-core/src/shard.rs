@@ -69,7 +69,9 @@ impl Shards {
     }
 
     /// KEP-5866's `shardSelector` for `shards` (ranges OR-ed); `None` for
-    /// all of them, where no selector is needed.
+    /// all of them, where no selector is needed. The apiserver takes a bound
+    /// only as 16 hex digits (`0x0000000000000000`), or `0x10000000000000000`
+    /// for 2^64, the end of the last shard; `0x0` is refused.
     pub fn selector(self, shards: &BTreeSet<u32>) -> Option<String> {
         if shards.len() as u32 >= self.0 {
             return None;
@@ -78,7 +80,7 @@ impl Shards {
             .iter()
             .map(|i| {
                 format!(
-                    "shardRange({HASH_FIELD}, '0x{:x}', '0x{:x}')",
+                    "shardRange({HASH_FIELD}, '0x{:016x}', '0x{:016x}')",
                     self.start(*i),
                     self.start(i + 1)
                 )

@@ -77,6 +77,15 @@ fn the_selector_names_the_held_ranges_in_the_keps_syntax() {
         "shardRange(object.metadata.namespace, '0x4000000000000000', '0x8000000000000000') \
          || shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')"
     );
+    assert_eq!(
+        s.selector(&[0].into()).unwrap(),
+        "shardRange(object.metadata.namespace, '0x0000000000000000', '0x4000000000000000')",
+        "every bound is 16 hex digits: the apiserver refuses '0x0'"
+    );
+    assert_eq!(
+        Shards::new(3).unwrap().selector(&[0].into()).unwrap(),
+        "shardRange(object.metadata.namespace, '0x0000000000000000', '0x5555555555555555')"
+    );
     assert_eq!(s.selector(&[0, 1, 2, 3].into()), None);
     assert_eq!(Shards::ONE.selector(&[0].into()), None);
 }
