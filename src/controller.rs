@@ -153,20 +153,8 @@ impl Scope {
 pub type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
 
 /// What a reflector can cache.
-pub trait Cacheable:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
-{
-}
-impl<K> Cacheable for K where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
+pub trait Cacheable: Watchable + Resource<DynamicType = ()> + Sync {}
+impl<K> Cacheable for K where K: Watchable + Resource<DynamicType = ()> + Sync {}
 
 fn reflect<K: Cacheable>(watch: Watch<K>) -> (Store<K>, Shared<K>) {
     reflect_trimmed(watch, compact_managed_fields)
