@@ -36,14 +36,19 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<Direct> {
         let elapsed = secs(start.elapsed());
         eprintln!("kura-bench: direct {what}: {elapsed:.2}s");
         // Let the controller manager finish the pods, so its work does not load
-        // the next phase.
-        wait_all(
-            "direct: StatefulSet rollouts",
-            n,
-            args.phase_timeout(),
-            || watched.rolled_out(),
-        )
-        .await?;
+        // the next phase. Over several namespaces the next phase after the
+        // change is the direct fleet's removal, which stops its rollouts: their
+        // settling (about 40 min at N=10,000, the controller manager restarting
+        // 10,000 pods) would load nothing that is measured.
+        if version == 1 || bench.spread == 1 {
+            wait_all(
+                "direct: StatefulSet rollouts",
+                n,
+                args.phase_timeout(),
+                || watched.rolled_out(),
+            )
+            .await?;
+        }
         let requests = audit::count(&args.audit_log(), &mark, &namespaces, &bench.user)?;
         if version == 1 {
             out.render_s = render_time;

@@ -89,6 +89,12 @@ pub struct Args {
     /// large N; phases 1–6 do not depend on it).
     #[arg(long)]
     pub skip_budget: bool,
+    /// Skip the direct client's phases: the operator's figures alone (memory,
+    /// idle, restart, `diff`), without the ratios. At N=10,000 a whole run
+    /// needs more than two hours; the ratios need the direct client in the
+    /// same run, and are reported as not measured.
+    #[arg(long)]
+    pub skip_direct: bool,
     /// Leave the region's `endpointCheck` setting out of the operator's
     /// configuration: an operator built before the setting existed (before
     /// issue 23) refuses a configuration that names it. For a comparison with
@@ -113,6 +119,12 @@ pub struct Args {
     /// The shards proof's `--lease-duration` (the chart's default).
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
+    /// The shards proof's `--shard-filter` of every replica: `server` needs a
+    /// plane with the `ShardedListAndWatch` feature gate
+    /// (`KURA_FEATURE_GATES=ShardedListAndWatch=true scripts/control-plane.sh up`).
+    /// The report says which filter each replica used.
+    #[arg(long, value_enum, default_value_t = kura_operator::shards::select::Choice::Auto)]
+    pub shard_filter: kura_operator::shards::select::Choice,
 }
 
 impl Args {
@@ -216,6 +228,10 @@ async fn phases(
     bench: &cluster::Bench,
     report: &mut report::Report,
 ) -> BenchResult<()> {
+    if args.skip_direct {
+        eprintln!("kura-bench: --skip-direct: no direct client, no ratios");
+        return operator::run(args, bench, report).await;
+    }
     report.direct = direct::run(args, bench).await?;
     if bench.spread > 1 {
         // The operator then watches the whole cluster: the direct fleet's

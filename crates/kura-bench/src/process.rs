@@ -1,6 +1,7 @@
 //! The operator under test as a process of its own, and waiting for its fleet
 //! to settle between phases (used by the operator and budget phases).
 
+use clap::ValueEnum;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,6 +30,7 @@ pub enum Scope<'a> {
         lease_namespace: &'a str,
         lease_duration: Duration,
         shards: u32,
+        shard_filter: kura_operator::shards::select::Choice,
     },
 }
 
@@ -74,11 +76,17 @@ impl Process {
                 lease_namespace,
                 lease_duration,
                 shards,
+                shard_filter,
             } => {
+                let filter = shard_filter
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default();
                 cmd.arg("--leader-elect")
                     .arg(format!("--lease-namespace={lease_namespace}"))
                     .arg(format!("--lease-duration={}ms", lease_duration.as_millis()))
                     .arg(format!("--shards={shards}"))
+                    .arg(format!("--shard-filter={filter}"))
                     .arg("--kubeconfig")
                     .arg(kubeconfig)
                     .env("POD_NAME", format!("bench-{name}"));
@@ -123,6 +131,16 @@ impl Process {
         let log = std::fs::read_to_string(&self.log).ok()?;
         let line = log.lines().rfind(|l| l.contains(needle))?;
         line.split_whitespace().next()?.parse().ok()
+    }
+
+    /// The value of `field` in the operator's last line containing `needle`
+    /// (the text format writes `field=value`, a string quoted).
+    pub fn logged_field(&self, needle: &str, field: &str) -> Option<String> {
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        let line = log.lines().rfind(|l| l.contains(needle))?;
+        let key = format!("{field}=");
+        let value = line.split_whitespace().find_map(|w| w.strip_prefix(&key))?;
+        Some(value.trim_matches('"').to_string())
     }
 
     /// Replace the configuration file whole, as a ConfigMap update does.

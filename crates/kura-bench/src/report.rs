@@ -244,7 +244,15 @@ impl Report {
     }
 
     pub fn finish(&mut self) {
-        let ratio = |op: f64, direct: f64| (op / direct * 100.0).round() / 100.0;
+        // A run with --skip-direct has no direct figures: its ratios are NaN
+        // (null in the JSON) and their goals not judged.
+        let ratio = |op: f64, direct: f64| {
+            if direct > 0.0 {
+                (op / direct * 100.0).round() / 100.0
+            } else {
+                f64::NAN
+            }
+        };
         self.ratios = Ratios {
             create: ratio(self.operator.create_s, self.direct.create_s),
             change: ratio(self.operator.change_s, self.direct.change_s),
@@ -266,6 +274,8 @@ impl Report {
             .max(preview.edited.peak_rss_mib);
         let t = targets(self.n);
         let judged = |goal: Option<f64>, ok: &dyn Fn(f64) -> bool| goal.map(ok);
+        let judged_ratio =
+            |goal: Option<f64>, r: f64| judged(goal, &|g| r <= g).filter(|_| !r.is_nan());
         let shown =
             |goal: Option<f64>| goal.map_or("(no goal at this N)".into(), |g| g.to_string());
         let create_goal = t.as_ref().map(|t| t.create_ratio);
@@ -274,7 +284,7 @@ impl Report {
             Goal {
                 goal: format!("create: operator / direct <= {}", shown(create_goal)),
                 measured: format!("{:.2}", self.ratios.create),
-                met: judged(create_goal, &|g| self.ratios.create <= g),
+                met: judged_ratio(create_goal, self.ratios.create),
             },
             Goal {
                 goal: format!(
@@ -282,7 +292,7 @@ impl Report {
                     shown(change_goal)
                 ),
                 measured: format!("{:.2}", self.ratios.change),
-                met: judged(change_goal, &|g| self.ratios.change <= g),
+                met: judged_ratio(change_goal, self.ratios.change),
             },
             Goal {
                 goal: format!(

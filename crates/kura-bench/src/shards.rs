@@ -54,9 +54,13 @@ pub struct ShardsReport {
     pub concurrency: u16,
     pub versions: crate::report::Versions,
     pub machine: crate::report::Machine,
-    /// The label-free path: every replica caches the whole fleet and acts
-    /// for its shards (no server-side `shardSelector`).
+    /// Which path the replicas measured: `server` (the apiserver's
+    /// `shardSelector` on the shard-local caches' lists and watches) or
+    /// `client` (label-free: every replica caches the whole fleet and acts
+    /// for its shards), from each replica's "shard filter" log line.
     pub list_path: String,
+    /// The filter each replica used, by replica.
+    pub shard_filter: BTreeMap<String, String>,
     /// Instances per shard (namespaces hash unevenly).
     pub instances_per_shard: BTreeMap<u32, usize>,
     pub one: One,
@@ -118,6 +122,18 @@ struct Fleet<'a> {
     instances: Store<KuraInstance>,
     task: tokio::task::JoinHandle<()>,
     n: usize,
+    /// The shard filter each replica logged at its start.
+    filters: std::sync::Mutex<BTreeMap<String, String>>,
+}
+
+/// The path measured, from the filters the replicas used.
+fn list_path(filters: &BTreeMap<String, String>) -> String {
+    let used: BTreeSet<&str> = filters.values().map(String::as_str).collect();
+    match used.into_iter().collect::<Vec<_>>()[..] {
+        ["server"] => "server-side sharded list and watch: the shard-local caches hold the held shards' objects".into(),
+        ["client"] => "label-free: every replica caches the whole fleet and acts for its shards".into(),
+        _ => format!("mixed: {filters:?}"),
+    }
 }
 
 impl Drop for Fleet<'_> {
@@ -169,7 +185,6 @@ pub async fn run(args: &Args, bench: &Bench, namespaces: &[String]) -> BenchResu
         concurrency: args.concurrency,
         versions: base.versions,
         machine: base.machine,
-        list_path: "label-free: every replica caches the whole fleet".into(),
         ..Default::default()
     };
     for i in 0..n {
@@ -184,6 +199,8 @@ pub async fn run(args: &Args, bench: &Bench, namespaces: &[String]) -> BenchResu
     let (b, failover) = fleet.failover(&mut a, b).await?;
     out.failover = failover;
     out.join = fleet.join(b).await?;
+    out.shard_filter = fleet.filters.lock().expect("filters").clone();
+    out.list_path = list_path(&out.shard_filter);
     out.goals = goals(&out);
     Ok(out)
 }
@@ -219,6 +236,7 @@ impl<'a> Fleet<'a> {
             instances: reader,
             task,
             n,
+            filters: Default::default(),
         })
     }
 
@@ -398,9 +416,17 @@ impl<'a> Fleet<'a> {
                 lease_namespace: &self.bench.operator_ns,
                 lease_duration: self.args.lease_duration,
                 shards: self.args.shards,
+                shard_filter: self.args.shard_filter,
             },
         )?;
         p.wait_running().await?;
+        let filter = p
+            .logged_field("shard filter", "filter")
+            .unwrap_or_else(|| "not logged".into());
+        self.filters
+            .lock()
+            .expect("filters")
+            .insert(name.to_string(), filter);
         Ok(p)
     }
 
