@@ -128,16 +128,25 @@ impl Process {
     /// When the operator logged its last line containing `needle` (the text
     /// format starts each line with an RFC 3339 time).
     pub fn logged_at(&self, needle: &str) -> Option<jiff::Timestamp> {
+        self.last_line(needle)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// The operator's last log line containing `needle`.
+    fn last_line(&self, needle: &str) -> Option<String> {
         let log = std::fs::read_to_string(&self.log).ok()?;
-        let line = log.lines().rfind(|l| l.contains(needle))?;
-        line.split_whitespace().next()?.parse().ok()
+        log.lines()
+            .rfind(|l| l.contains(needle))
+            .map(str::to_string)
     }
 
     /// The value of `field` in the operator's last line containing `needle`
     /// (the text format writes `field=value`, a string quoted).
     pub fn logged_field(&self, needle: &str, field: &str) -> Option<String> {
-        let log = std::fs::read_to_string(&self.log).ok()?;
-        let line = log.lines().rfind(|l| l.contains(needle))?;
+        let line = self.last_line(needle)?;
         let key = format!("{field}=");
         let value = line.split_whitespace().find_map(|w| w.strip_prefix(&key))?;
         Some(value.trim_matches('"').to_string())
