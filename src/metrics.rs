@@ -36,6 +36,11 @@ pub(crate) struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct LedgerLabel {
+    pub(crate) ledger: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: &'static str,
 }
@@ -64,6 +69,7 @@ pub struct Metrics {
     config_reloads: Family<ResultLabel, Counter>,
     status_writes: Family<ResultLabel, Counter>,
     endpoint_checks: Family<ResultLabel, Counter>,
+    pub(crate) ledger_refused: Family<LedgerLabel, Counter>,
     /// Since when every status write has failed (none succeeded since), and
     /// the last error: what `/readyz` reports once it lasts.
     status_failing: Mutex<Option<(Instant, String)>>,
@@ -90,6 +96,7 @@ impl Default for Metrics {
         let config_reloads = Family::<ResultLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
         let endpoint_checks = Family::<ResultLabel, Counter>::default();
+        let ledger_refused = Family::<LedgerLabel, Counter>::default();
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
@@ -166,8 +173,14 @@ impl Default for Metrics {
             "Requests of the endpoint check by result: answered, no-address, refused, timed-out, failed, status (an HTTP status other than 2xx), wrong-instance",
             endpoint_checks.clone(),
         );
+        registry.register(
+            "shard_ledger_refused",
+            "Writes to a shared ledger of a sharded fleet (budget: admissions; hosts: host grants) refused because another replica wrote first (409); each is read and decided again. A steady rate means replicas contend for one ledger",
+            ledger_refused.clone(),
+        );
         Metrics {
             registry,
+            ledger_refused,
             runtime: Arc::default(),
             status_writes,
             endpoint_checks,

@@ -311,6 +311,7 @@ async fn run(
         ledgers: (shards.count() > 1).then(|| {
             let lease = lease_settings(&args);
             crate::shards::ledger::Ledgers::new(client.clone(), &lease.namespace, &lease.name)
+                .counted(&probes.metrics)
         }),
     });
 

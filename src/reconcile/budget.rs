@@ -229,7 +229,7 @@ pub async fn take_shared_slot(
     let all = stores.instances.state();
     let uid = instance.metadata.uid.clone().unwrap_or_default();
     let key = order_key(instance, config);
-    let seen = |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&all, e);
+    let seen = |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&stores.instances, e);
     ledger
         .reserve(now, seen, |entries| {
             let pending: Vec<OrderKey> = entries

@@ -172,8 +172,8 @@ async fn reserve_hosts(
         instance.metadata.namespace.as_deref().unwrap_or_default(),
         instance.metadata.name.as_deref().unwrap_or_default()
     );
-    let all = ctx.stores.instances.state();
-    let seen = |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&all, e);
+    let seen =
+        |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&ctx.stores.instances, e);
     let reserve = ledger.reserve(now, seen, |entries| {
         use crate::shard::ledger::{Entry, TTL, host_conflict};
         if let Some(conflict) = host_conflict(&fresh, entries, &uid, TTL) {

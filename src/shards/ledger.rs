@@ -2,20 +2,38 @@
 //! ConfigMap each, in the Leases' namespace, written only with the
 //! resourceVersion that was read. Unsharded, there is none: one process
 //! serializes its own reservations in memory.
+//!
+//! This process's reservations on one ledger are taken one at a time, on the
+//! copy it last read or wrote: its concurrent reconciles would otherwise race
+//! each other for the one object, and all but one of each round would be
+//! refused (409) and read again. At N=10,000 that race, not the apiserver,
+//! set the pace of a create. A copy another replica has since changed is
+//! refused on write like any stale read, and read again; a decision to write
+//! nothing made on the copy is made again on a fresh read, so a stale copy
+//! never holds back an admission or a host.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use prometheus_client::metrics::counter::Counter;
 
 use crate::api::KuraInstance;
 use crate::keys::LABEL_SHARDS_OF;
+use crate::metrics::{LedgerLabel, Metrics};
 use crate::shard::ledger::{self, DATA_KEY, Entry, Seen};
 
 /// How often a reservation refused by a concurrent write is decided again
 /// before the reconcile gives up and is retried.
 const ATTEMPTS: usize = 5;
+
+/// The bound of one request to a ledger. The reservations of this process
+/// wait on each other, so one hung request must not hold them all for the
+/// client's read timeout (minutes): it fails, and its reconcile is retried.
+const REQUEST: Duration = Duration::from_secs(10);
 
 /// The two ledgers: admissions to the fleet budget, and host grants.
 pub struct Ledgers {
@@ -29,11 +47,24 @@ impl Ledgers {
             api: Api::namespaced(client.clone(), namespace),
             name: format!("{base}-{what}"),
             base: base.to_string(),
+            copy: Default::default(),
+            refused: Counter::default(),
         };
         Ledgers {
             budget: ledger("budget"),
             hosts: ledger("hosts"),
         }
+    }
+
+    /// These ledgers with their refusals counted in `metrics`.
+    pub fn counted(mut self, metrics: &Metrics) -> Ledgers {
+        let of = |ledger| {
+            let label = LedgerLabel { ledger };
+            metrics.ledger_refused.get_or_create(&label).clone()
+        };
+        self.budget.refused = of("budget");
+        self.hosts.refused = of("hosts");
+        self
     }
 }
 
@@ -41,6 +72,18 @@ pub struct Ledger {
     api: Api<ConfigMap>,
     name: String,
     base: String,
+    /// The ledger as this process last read or wrote it (`None`: read it);
+    /// its lock is the one-at-a-time of this process's reservations.
+    copy: tokio::sync::Mutex<Option<ConfigMap>>,
+    /// Writes refused because someone else wrote first (409).
+    refused: Counter,
+}
+
+/// Where a reservation's entries came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Copy,
+    Fresh,
 }
 
 impl Ledger {
@@ -56,11 +99,16 @@ impl Ledger {
         seen: impl Fn(&Entry) -> Seen,
         mut decide: impl FnMut(&[Entry]) -> (T, Vec<Entry>),
     ) -> Result<T, kube::Error> {
+        let mut copy = self.copy.lock().await;
+        let mut read = Read::Copy;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let found = self.api.get_opt(&self.name).await?;
-            let text = found
+            if copy.is_none() || read == Read::Fresh {
+                *copy = self.get().await?;
+                read = Read::Fresh;
+            }
+            let text = copy
                 .as_ref()
                 .and_then(|cm| cm.data.as_ref()?.get(DATA_KEY).cloned());
             let entries: Vec<Entry> =
@@ -70,30 +118,58 @@ impl Ledger {
                     .collect();
             let (answer, new) = decide(&entries);
             if new.is_empty() {
+                if read == Read::Copy {
+                    // Another replica may have ended what held this back.
+                    read = Read::Fresh;
+                    attempt -= 1;
+                    continue;
+                }
                 return Ok(answer);
             }
             let entries = new.into_iter().fold(entries, ledger::with);
-            let written = match found {
+            let written = match copy.take() {
                 Some(cm) => self.replace(cm, &entries).await,
                 None => self.create(&entries).await,
             };
             match written {
-                Ok(()) => return Ok(answer),
-                Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => continue,
+                Ok(cm) => {
+                    *copy = Some(cm);
+                    return Ok(answer);
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => {
+                    self.refused.inc();
+                    read = Read::Fresh;
+                }
                 Err(kube::Error::Api(s)) if s.code == 422 && attempt < ATTEMPTS => {
                     tracing::warn!(ledger = %self.name, error = %s.message, "the shared ledger refuses writes; replacing it");
                     self.delete().await?;
+                    read = Read::Fresh;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if matches!(&e, kube::Error::Api(s) if s.code == 409) {
+                        self.refused.inc();
+                    }
+                    return Err(e);
+                }
             }
         }
+    }
+
+    /// Writes this process's reservations on this ledger have had refused
+    /// because another write came first.
+    pub fn refused(&self) -> u64 {
+        self.refused.get()
+    }
+
+    async fn get(&self) -> Result<Option<ConfigMap>, kube::Error> {
+        bounded(self.api.get_opt(&self.name)).await
     }
 
     /// Deletes a ledger that refuses every write (someone made it immutable,
     /// or grew it past what the apiserver accepts): the next attempt creates
     /// it again with the entries that still count, which it was read for.
     async fn delete(&self) -> Result<(), kube::Error> {
-        match self.api.delete(&self.name, &DeleteParams::default()).await {
+        match bounded(self.api.delete(&self.name, &DeleteParams::default())).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e),
@@ -102,8 +178,12 @@ impl Ledger {
 
     /// Ends the entry of `key` for `uid`, if it is there.
     pub async fn remove(&self, key: &str, uid: &str) -> Result<(), kube::Error> {
+        let mut copy = self.copy.lock().await;
         for attempt in 1..=ATTEMPTS {
-            let Some(cm) = self.api.get_opt(&self.name).await? else {
+            // Always a fresh read: an entry this copy does not show may have
+            // been written since by a replica this one took over from.
+            *copy = self.get().await?;
+            let Some(cm) = copy.take() else {
                 return Ok(());
             };
             let text = cm.data.as_ref().and_then(|d| d.get(DATA_KEY).cloned());
@@ -111,17 +191,29 @@ impl Ledger {
             let before = entries.len();
             entries.retain(|e| !(e.key == key && e.uid == uid));
             if entries.len() == before {
+                *copy = Some(cm);
                 return Ok(());
             }
             match self.replace(cm, &entries).await {
-                Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => continue,
-                done => return done,
+                Ok(cm) => {
+                    *copy = Some(cm);
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => {
+                    self.refused.inc();
+                    continue;
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(())
     }
 
-    async fn replace(&self, mut cm: ConfigMap, entries: &[Entry]) -> Result<(), kube::Error> {
+    async fn replace(
+        &self,
+        mut cm: ConfigMap,
+        entries: &[Entry],
+    ) -> Result<ConfigMap, kube::Error> {
         cm.data = Some(BTreeMap::from([(
             DATA_KEY.to_string(),
             ledger::render(entries),
@@ -129,13 +221,10 @@ impl Ledger {
         // The ledger's content is its one key; anything else is someone's.
         cm.binary_data = None;
         cm.metadata.managed_fields = None;
-        self.api
-            .replace(&self.name, &PostParams::default(), &cm)
-            .await
-            .map(|_| ())
+        bounded(self.api.replace(&self.name, &PostParams::default(), &cm)).await
     }
 
-    async fn create(&self, entries: &[Entry]) -> Result<(), kube::Error> {
+    async fn create(&self, entries: &[Entry]) -> Result<ConfigMap, kube::Error> {
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -148,25 +237,80 @@ impl Ledger {
             )])),
             ..Default::default()
         };
-        self.api
-            .create(&PostParams::default(), &cm)
-            .await
-            .map(|_| ())
+        bounded(self.api.create(&PostParams::default(), &cm)).await
     }
 }
 
-/// What the instance cache shows of an entry's instance (`ledger::stands`).
-pub fn seen(instances: &[std::sync::Arc<KuraInstance>], entry: &Entry) -> Seen {
-    let named = ledger::instance_of(entry).split_once('/');
-    let mut seen = Seen::Nothing;
-    for i in instances {
-        if i.metadata.uid.as_deref() == Some(entry.uid.as_str()) {
-            return Seen::Instance;
-        }
-        let key = (i.metadata.namespace.as_deref(), i.metadata.name.as_deref());
-        if named.is_some_and(|(ns, name)| key == (Some(ns), Some(name))) {
-            seen = Seen::Replaced;
+/// A ledger request that does not answer within [`REQUEST`] fails as a
+/// gateway timeout would (transient: its reconcile is retried).
+async fn bounded<T>(
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(REQUEST, request).await {
+        Ok(answered) => answered,
+        Err(_) => Err(kube::Error::Api(
+            kube::core::Status::failure(
+                &format!("the shared ledger did not answer within {REQUEST:?}"),
+                "Timeout",
+            )
+            .with_code(504)
+            .boxed(),
+        )),
+    }
+}
+
+/// What the instance cache shows of an entry's instance (`ledger::stands`):
+/// a lookup of the instance the entry names, not a scan of the fleet (each
+/// reservation asks this of every live entry).
+pub fn seen(instances: &Store<KuraInstance>, entry: &Entry) -> Seen {
+    let Some((namespace, name)) = ledger::instance_of(entry).split_once('/') else {
+        return Seen::Nothing;
+    };
+    match instances.get(&ObjectRef::new(name).within(namespace)) {
+        None => Seen::Nothing,
+        Some(i) if i.metadata.uid.as_deref() == Some(entry.uid.as_str()) => Seen::Instance,
+        Some(_) => Seen::Replaced,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    fn instance(namespace: &str, name: &str, uid: &str) -> KuraInstance {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "spec": {"account": "a", "region": "r", "image": "k:1", "storage": {"size": "1Gi"}},
+        }))
+        .unwrap()
+    }
+
+    fn entry(key: &str, uid: &str, owner: Option<&str>) -> Entry {
+        Entry {
+            key: key.into(),
+            uid: uid.into(),
+            owner: owner.map(Into::into),
+            at: Timestamp::now().to_string(),
+            canary: false,
         }
     }
-    seen
+
+    #[test]
+    fn an_entry_is_seen_by_the_instance_it_names_and_its_uid() {
+        let mut writer = Writer::<KuraInstance>::default();
+        writer.apply_watcher_event(&Event::Apply(instance("a", "one", "u1")));
+        let store = writer.as_reader();
+        // An admission's key is its instance; a host's entry names its owner.
+        assert_eq!(seen(&store, &entry("a/one", "u1", None)), Seen::Instance);
+        let host = entry("h.example.com", "u1", Some("a/one"));
+        assert_eq!(seen(&store, &host), Seen::Instance);
+        // An earlier instance of the name, or a forged uid: the name is taken.
+        assert_eq!(seen(&store, &entry("a/one", "u0", None)), Seen::Replaced);
+        assert_eq!(seen(&store, &entry("b/one", "u1", None)), Seen::Nothing);
+        assert_eq!(seen(&store, &entry("not-a-key", "u1", None)), Seen::Nothing);
+    }
 }

@@ -34,6 +34,7 @@ mod hostile_status;
 mod idle;
 mod image_drift;
 mod kube_state_metrics;
+mod ledger_race;
 mod minimal_apply;
 mod monitoring;
 mod names;
