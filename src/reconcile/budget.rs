@@ -234,7 +234,7 @@ pub async fn take_shared_slot(
         .reserve(now, seen, |entries| {
             let pending: Vec<OrderKey> = entries
                 .iter()
-                .filter(|e| e.uid != uid && !shown_admitted(&all, &e.uid))
+                .filter(|e| e.uid != uid && !shown_admitted(&stores.instances, e))
                 .filter_map(crate::shard::ledger::order_key)
                 .collect();
             let admission = decide(instance, observed, stores, &all, &pending, config, now);
@@ -295,9 +295,18 @@ fn still_waiting(all: &[Arc<KuraInstance>], uid: &str) -> bool {
 /// cache, or done and cleared) leaves a ledger entry counting, so a replica
 /// whose cache lags behind another's admission still counts it; one that
 /// finished early holds its slot until its entry ends (`ledger::TTL`).
-fn shown_admitted(all: &[Arc<KuraInstance>], uid: &str) -> bool {
-    all.iter().any(|i| {
-        i.metadata.uid.as_deref() == Some(uid)
+fn shown_admitted(
+    instances: &kube::runtime::reflector::Store<KuraInstance>,
+    entry: &crate::shard::ledger::Entry,
+) -> bool {
+    // A lookup of the entry's instance, not a scan of the fleet: each
+    // reservation asks this of every entry, under the ledger's lock.
+    let Some((namespace, name)) = entry.key.split_once('/') else {
+        return false;
+    };
+    let key = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+    instances.get(&key).is_some_and(|i| {
+        i.metadata.uid.as_deref() == Some(entry.uid.as_str())
             && i.status
                 .as_ref()
                 .and_then(|s| s.rollout.as_ref())
