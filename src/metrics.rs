@@ -70,6 +70,7 @@ pub struct Metrics {
     status_writes: Family<ResultLabel, Counter>,
     endpoint_checks: Family<ResultLabel, Counter>,
     pub(crate) ledger_refused: Family<LedgerLabel, Counter>,
+    pub(crate) ledger_writes: Family<LedgerLabel, Counter>,
     /// Since when every status write has failed (none succeeded since), and
     /// the last error: what `/readyz` reports once it lasts.
     status_failing: Mutex<Option<(Instant, String)>>,
@@ -97,6 +98,7 @@ impl Default for Metrics {
         let status_writes = Family::<ResultLabel, Counter>::default();
         let endpoint_checks = Family::<ResultLabel, Counter>::default();
         let ledger_refused = Family::<LedgerLabel, Counter>::default();
+        let ledger_writes = Family::<LedgerLabel, Counter>::default();
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
@@ -178,9 +180,15 @@ impl Default for Metrics {
             "Writes to a shared ledger of a sharded fleet (budget: admissions; hosts: host grants) refused because another replica wrote first (409); each is read and decided again. A steady rate means replicas contend for one ledger",
             ledger_refused.clone(),
         );
+        registry.register(
+            "shard_ledger_writes",
+            "Writes to a shared ledger of a sharded fleet that succeeded; one write carries every reservation of this replica that waited for the one before it",
+            ledger_writes.clone(),
+        );
         Metrics {
             registry,
             ledger_refused,
+            ledger_writes,
             runtime: Arc::default(),
             status_writes,
             endpoint_checks,

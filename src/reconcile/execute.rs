@@ -167,27 +167,19 @@ async fn reserve_hosts(
     if fresh.is_empty() || uid.is_empty() {
         return Ok(None);
     }
-    let owner = format!(
-        "{}/{}",
-        instance.metadata.namespace.as_deref().unwrap_or_default(),
-        instance.metadata.name.as_deref().unwrap_or_default()
-    );
+    let reservation = crate::shard::ledger::HostReservation {
+        uid,
+        owner: format!(
+            "{}/{}",
+            instance.metadata.namespace.as_deref().unwrap_or_default(),
+            instance.metadata.name.as_deref().unwrap_or_default()
+        ),
+        wanted: fresh,
+        at: now,
+    };
     let seen =
         |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&ctx.stores.instances, e);
-    let reserve = ledger.reserve(now, seen, |entries| {
-        use crate::shard::ledger::{Entry, TTL, host_conflict};
-        if let Some(conflict) = host_conflict(&fresh, entries, &uid, TTL) {
-            return (Some(conflict), Vec::new());
-        }
-        let mine = fresh.iter().map(|claim| Entry {
-            key: claim.host.clone(),
-            uid: uid.clone(),
-            owner: Some(owner.clone()),
-            at: now.to_string(),
-            canary: false,
-        });
-        (None, mine.collect())
-    });
+    let reserve = ledger.reserve_hosts(now, seen, reservation);
     reserve.await.map_err(Error::Ledger)
 }
 

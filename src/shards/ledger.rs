@@ -11,6 +11,12 @@
 //! refused on write like any stale read, and read again; a decision to write
 //! nothing made on the copy is made again on a fresh read, so a stale copy
 //! never holds back an admission or a host.
+//!
+//! Host reservations go further: every one that waited while a write was in
+//! flight is decided, in the order they came, and written by the next write
+//! together (a group commit). One at a time, each new host cost a write of
+//! the whole ledger, and those writes, not the apiserver, set the pace of a
+//! sharded fleet change.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,9 +28,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::api::KuraInstance;
+use crate::claims::Conflict;
 use crate::keys::LABEL_SHARDS_OF;
 use crate::metrics::{LedgerLabel, Metrics};
-use crate::shard::ledger::{self, DATA_KEY, Entry, Seen};
+use crate::shard::ledger::{self, DATA_KEY, Entry, HostReservation, Seen};
 
 /// How often a reservation refused by a concurrent write is decided again
 /// before the reconcile gives up and is retried.
@@ -48,7 +55,9 @@ impl Ledgers {
             name: format!("{base}-{what}"),
             base: base.to_string(),
             copy: Default::default(),
+            waiting: Default::default(),
             refused: Counter::default(),
+            writes: Counter::default(),
         };
         Ledgers {
             budget: ledger("budget"),
@@ -58,12 +67,11 @@ impl Ledgers {
 
     /// These ledgers with their refusals counted in `metrics`.
     pub fn counted(mut self, metrics: &Metrics) -> Ledgers {
-        let of = |ledger| {
-            let label = LedgerLabel { ledger };
-            metrics.ledger_refused.get_or_create(&label).clone()
-        };
-        self.budget.refused = of("budget");
-        self.hosts.refused = of("hosts");
+        for (ledger, name) in [(&mut self.budget, "budget"), (&mut self.hosts, "hosts")] {
+            let label = LedgerLabel { ledger: name };
+            ledger.refused = metrics.ledger_refused.get_or_create(&label).clone();
+            ledger.writes = metrics.ledger_writes.get_or_create(&label).clone();
+        }
         self
     }
 }
@@ -73,10 +81,20 @@ pub struct Ledger {
     name: String,
     base: String,
     /// The ledger as this process last read or wrote it (`None`: read it);
-    /// its lock is the one-at-a-time of this process's reservations.
+    /// its lock is the one-at-a-time of this process's writes.
     copy: tokio::sync::Mutex<Option<ConfigMap>>,
+    /// Host reservations waiting for the next write.
+    waiting: std::sync::Mutex<Vec<Waiting>>,
     /// Writes refused because someone else wrote first (409).
     refused: Counter,
+    /// Writes that succeeded.
+    writes: Counter,
+}
+
+/// A host reservation waiting for the next write, and where its answer goes.
+struct Waiting {
+    reservation: HostReservation,
+    answer: tokio::sync::oneshot::Sender<Result<Option<Conflict>, kube::Error>>,
 }
 
 /// Where a reservation's entries came from.
@@ -100,6 +118,91 @@ impl Ledger {
         mut decide: impl FnMut(&[Entry]) -> (T, Vec<Entry>),
     ) -> Result<T, kube::Error> {
         let mut copy = self.copy.lock().await;
+        let mut answer = None;
+        let write = |entries: &[Entry]| {
+            let (a, new) = decide(entries);
+            answer = Some(a);
+            new
+        };
+        self.commit(&mut copy, now, seen, write).await?;
+        Ok(answer.expect("commit decides at least once"))
+    }
+
+    /// Reserves the hosts of `reservation` (a conflict when another
+    /// instance's entry holds one: nothing written), written together with
+    /// every other reservation of this process waiting for the same write,
+    /// each decided on what those before it took
+    /// (`shard::ledger::reserve_hosts_in_order`).
+    ///
+    /// A reservation whose reconcile is dropped while it waits may still be
+    /// written by the next write: its entry then holds its hosts for the
+    /// instance that asked for them, until its TTL or its Ingress.
+    pub async fn reserve_hosts(
+        &self,
+        now: Timestamp,
+        seen: impl Fn(&Entry) -> Seen,
+        reservation: HostReservation,
+    ) -> Result<Option<Conflict>, kube::Error> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.waiting.lock().unwrap().push(Waiting {
+            reservation,
+            answer,
+        });
+        {
+            let mut copy = self.copy.lock().await;
+            // Whoever holds the copy next writes every reservation waiting
+            // then: this one's, or it was written by a write before.
+            let batch = std::mem::take(&mut *self.waiting.lock().unwrap());
+            if !batch.is_empty() {
+                self.write_batch(&mut copy, now, seen, batch).await;
+            }
+        }
+        answered.await.unwrap_or_else(|_| {
+            // The reconcile that was writing it was dropped mid-write.
+            Err(ledger_failure(
+                503,
+                "the write of this reservation was cut off",
+            ))
+        })
+    }
+
+    async fn write_batch(
+        &self,
+        copy: &mut Option<ConfigMap>,
+        now: Timestamp,
+        seen: impl Fn(&Entry) -> Seen,
+        batch: Vec<Waiting>,
+    ) {
+        let (reservations, answers): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|w| (w.reservation, w.answer)).unzip();
+        let mut decided = Vec::new();
+        let write = |entries: &[Entry]| {
+            let (conflicts, new) = ledger::reserve_hosts_in_order(&reservations, entries);
+            decided = conflicts;
+            new
+        };
+        let written = self.commit(copy, now, seen, write).await;
+        for (i, answer) in answers.into_iter().enumerate() {
+            let result = match &written {
+                Ok(()) => Ok(decided.get(i).cloned().flatten()),
+                Err(e) => Err(shared_error(e)),
+            };
+            // A reconcile that stopped waiting has no one to tell.
+            let _ = answer.send(result);
+        }
+    }
+
+    /// The one write of a reservation (or a batch of them): read (the copy
+    /// when there is one), decide, write with the resourceVersion read; a
+    /// write refused because another came first reads again and decides
+    /// again. `decide` is asked at least once.
+    async fn commit(
+        &self,
+        copy: &mut Option<ConfigMap>,
+        now: Timestamp,
+        seen: impl Fn(&Entry) -> Seen,
+        mut decide: impl FnMut(&[Entry]) -> Vec<Entry>,
+    ) -> Result<(), kube::Error> {
         let mut read = Read::Copy;
         let mut attempt = 0;
         loop {
@@ -116,7 +219,7 @@ impl Ledger {
                     .into_iter()
                     .filter(|e| ledger::stands(e, seen(e), now))
                     .collect();
-            let (answer, new) = decide(&entries);
+            let new = decide(&entries);
             if new.is_empty() {
                 if read == Read::Copy {
                     // Another replica may have ended what held this back.
@@ -124,7 +227,7 @@ impl Ledger {
                     attempt -= 1;
                     continue;
                 }
-                return Ok(answer);
+                return Ok(());
             }
             let entries = new.into_iter().fold(entries, ledger::with);
             let written = match copy.take() {
@@ -133,8 +236,9 @@ impl Ledger {
             };
             match written {
                 Ok(cm) => {
+                    self.writes.inc();
                     *copy = Some(cm);
-                    return Ok(answer);
+                    return Ok(());
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => {
                     self.refused.inc();
@@ -153,6 +257,12 @@ impl Ledger {
                 }
             }
         }
+    }
+
+    /// Writes to this ledger that succeeded (one per batch of host
+    /// reservations).
+    pub fn writes(&self) -> u64 {
+        self.writes.get()
     }
 
     /// Writes this process's reservations on this ledger have had refused
@@ -248,14 +358,34 @@ async fn bounded<T>(
 ) -> Result<T, kube::Error> {
     match tokio::time::timeout(REQUEST, request).await {
         Ok(answered) => answered,
-        Err(_) => Err(kube::Error::Api(
-            kube::core::Status::failure(
-                &format!("the shared ledger did not answer within {REQUEST:?}"),
-                "Timeout",
-            )
-            .with_code(504)
-            .boxed(),
+        Err(_) => Err(ledger_failure(
+            504,
+            &format!("the shared ledger did not answer within {REQUEST:?}"),
         )),
+    }
+}
+
+/// A ledger failure as the apiserver would answer it (transient: the
+/// reconcile is retried).
+fn ledger_failure(code: u16, message: &str) -> kube::Error {
+    let reason = if code == 504 {
+        "Timeout"
+    } else {
+        "ServiceUnavailable"
+    };
+    kube::Error::Api(
+        kube::core::Status::failure(message, reason)
+            .with_code(code)
+            .boxed(),
+    )
+}
+
+/// The failure of a batch's write, for each reservation in it (the error
+/// itself can be given only once).
+fn shared_error(e: &kube::Error) -> kube::Error {
+    match e {
+        kube::Error::Api(s) => kube::Error::Api(s.clone()),
+        other => ledger_failure(503, &format!("writing the shared ledger: {other}")),
     }
 }
 

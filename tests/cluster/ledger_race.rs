@@ -3,8 +3,9 @@
 //! resourceVersion read. A replica's own concurrent reconciles take their
 //! reservations one at a time on the copy it last wrote, so they never race
 //! each other into 409s (the race that set the pace of a sharded create at
-//! N=10,000); two replicas still race, and of two grants of one host only one
-//! is ever written.
+//! N=10,000), and those that waited for one write go in the next together;
+//! two replicas still race, and of two grants of one host only one is ever
+//! written, whether the two are in one replica's batch or in two replicas.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kura_operator::claims::{Conflict, HostClaim};
-use kura_operator::shard::ledger::{self, DATA_KEY, Entry, Seen, TTL};
+use kura_operator::shard::ledger::{self, DATA_KEY, Entry, HostReservation, Seen};
 use kura_operator::shards::ledger::{Ledger, Ledgers};
 
 use crate::support::*;
@@ -27,31 +28,21 @@ fn replica(ns: &TestNamespace) -> Ledger {
     Ledgers::new(ns.client.clone(), &ns.name, BASE).hosts
 }
 
-/// Reserves `host` for the instance `uid` as `reconcile::execute` does: a
-/// conflict when another instance's entry holds it, else this one's entry.
+/// Reserves `host` for the instance `uid` as `reconcile::execute` does.
 async fn grant(ledger: &Ledger, host: &str, uid: &str) -> Result<Option<Conflict>, kube::Error> {
     let now = Timestamp::now();
-    let wanted = [HostClaim {
-        host: host.to_string(),
-        field: "spec.hosts[0]".to_string(),
-    }];
+    let reservation = HostReservation {
+        uid: uid.to_string(),
+        owner: format!("tenant/{uid}"),
+        wanted: vec![HostClaim {
+            host: host.to_string(),
+            field: "spec.hosts[0]".to_string(),
+        }],
+        at: now,
+    };
     // Every instance is in the cache: only the ledger decides here.
     let seen = |_: &Entry| Seen::Instance;
-    ledger
-        .reserve(now, seen, |entries| {
-            if let Some(conflict) = ledger::host_conflict(&wanted, entries, uid, TTL) {
-                return (Some(conflict), Vec::new());
-            }
-            let entry = Entry {
-                key: host.to_string(),
-                uid: uid.to_string(),
-                owner: Some(format!("tenant/{uid}")),
-                at: now.to_string(),
-                canary: false,
-            };
-            (None, vec![entry])
-        })
-        .await
+    ledger.reserve_hosts(now, seen, reservation).await
 }
 
 /// The ledger as written: host → uid.
@@ -84,6 +75,12 @@ async fn one_replicas_reservations_wait_for_each_other_not_for_conflicts() {
         0,
         "no reservation of one process refused another's"
     );
+    // The first is written alone; all that waited for it, in one write.
+    assert!(
+        ledger.writes() <= 2,
+        "{AT_ONCE} reservations in {} writes: those waiting are written together",
+        ledger.writes()
+    );
     let held = written(&ns).await;
     assert_eq!(held.len(), AT_ONCE, "every grant written: {held:?}");
     for (h, u) in &hosts {
@@ -103,11 +100,62 @@ async fn one_replicas_reservations_wait_for_each_other_not_for_conflicts() {
     )
     .await;
     let refused: u64 = ledgers.iter().map(Ledger::refused).sum();
-    eprintln!("{AT_ONCE} reservations on one copy: 0 refused; on {AT_ONCE} copies: {refused}");
+    eprintln!(
+        "{AT_ONCE} reservations on one copy: 0 refused, {} writes; on {AT_ONCE} copies: {refused} refused",
+        ledger.writes()
+    );
     assert!(
         refused > 0,
         "uncoordinated writers of one ledger are refused"
     );
+}
+
+#[tokio::test]
+async fn one_write_of_waiting_reservations_grants_a_host_once() {
+    let ns = TestNamespace::new("ledger-batch").await;
+    let ledger = replica(&ns);
+    // Each instance asks for a host of its own and the one they share, all
+    // waiting behind the first write.
+    let asks: Vec<(String, String)> = (0..AT_ONCE)
+        .map(|i| (format!("b{i}.example.com"), format!("uid-{i}")))
+        .collect();
+    let ledger = &ledger;
+    let results = join_all(asks.iter().map(|(own, uid)| async move {
+        let now = Timestamp::now();
+        let claim = |host: &str, i: usize| HostClaim {
+            host: host.to_string(),
+            field: format!("spec.hosts[{i}]"),
+        };
+        let reservation = HostReservation {
+            uid: uid.clone(),
+            owner: format!("tenant/{uid}"),
+            wanted: vec![claim(own, 0), claim("shared.example.com", 1)],
+            at: now,
+        };
+        let seen = |_: &Entry| Seen::Instance;
+        ledger.reserve_hosts(now, seen, reservation).await
+    }))
+    .await;
+    let granted: Vec<&String> = asks
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| matches!(r, Ok(None)))
+        .map(|((_, uid), _)| uid)
+        .collect();
+    assert_eq!(
+        granted.len(),
+        1,
+        "the shared host granted once: {granted:?}"
+    );
+    assert!(
+        results.iter().all(|r| r.is_ok()),
+        "the others were told of the conflict: {results:?}"
+    );
+    let held = written(&ns).await;
+    assert_eq!(held.get("shared.example.com"), Some(granted[0]));
+    // A reservation that lost one host wrote none of its others.
+    assert_eq!(held.len(), 2, "only the winner's two hosts: {held:?}");
+    assert!(ledger.writes() <= 2, "in {} writes", ledger.writes());
 }
 
 #[tokio::test]

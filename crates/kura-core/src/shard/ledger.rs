@@ -155,6 +155,59 @@ pub fn host_conflict(
     (!lost.is_empty()).then_some(crate::claims::Conflict(lost))
 }
 
+/// A reservation of the hosts `wanted` (those it serves by no Ingress yet)
+/// for the instance `uid`, `owner` (`namespace/name`), made at `at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostReservation {
+    pub uid: String,
+    pub owner: String,
+    pub wanted: Vec<crate::claims::HostClaim>,
+    pub at: Timestamp,
+}
+
+/// Decides `reservation` on `entries`: a conflict when another instance's
+/// entry holds one of its hosts (nothing written), else its entries.
+pub fn reserve_hosts(
+    reservation: &HostReservation,
+    entries: &[Entry],
+) -> (Option<crate::claims::Conflict>, Vec<Entry>) {
+    if let Some(conflict) = host_conflict(&reservation.wanted, entries, &reservation.uid, TTL) {
+        return (Some(conflict), Vec::new());
+    }
+    let mine = reservation.wanted.iter().map(|claim| Entry {
+        key: claim.host.clone(),
+        uid: reservation.uid.clone(),
+        owner: Some(reservation.owner.clone()),
+        at: reservation.at.to_string(),
+        canary: false,
+    });
+    (None, mine.collect())
+}
+
+/// Decides `reservations` one after another on `entries`, each on what the
+/// ones before it added, as if each had been written alone: the answer of
+/// each, and every entry to write. Of two reservations of one host in one
+/// batch the first is granted and the second is its conflict.
+pub fn reserve_hosts_in_order(
+    reservations: &[HostReservation],
+    entries: &[Entry],
+) -> (Vec<Option<crate::claims::Conflict>>, Vec<Entry>) {
+    let mut all = entries.to_vec();
+    let mut new = Vec::new();
+    let answers = reservations
+        .iter()
+        .map(|reservation| {
+            let (conflict, mine) = reserve_hosts(reservation, &all);
+            for entry in mine {
+                all = with(std::mem::take(&mut all), entry.clone());
+                new.push(entry);
+            }
+            conflict
+        })
+        .collect();
+    (answers, new)
+}
+
 /// The budget's order key of an admission entry (`namespace/name`).
 pub fn order_key(entry: &Entry) -> Option<crate::rollout::OrderKey> {
     let (namespace, name) = entry.key.split_once('/')?;

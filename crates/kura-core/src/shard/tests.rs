@@ -281,3 +281,62 @@ fn an_entry_whose_instance_is_gone_holds_nothing() {
     assert_eq!(ledger::instance_of(&host), "ns/b");
     assert_eq!(ledger::instance_of(&fresh), "ns/a");
 }
+
+fn reservation(uid: &str, hosts: &[&str]) -> ledger::HostReservation {
+    ledger::HostReservation {
+        uid: uid.into(),
+        owner: format!("ns/{uid}"),
+        wanted: hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| crate::claims::HostClaim {
+                host: (*h).into(),
+                field: format!("spec.hosts[{i}]"),
+            })
+            .collect(),
+        at: "2026-12-01T12:00:00Z".parse().unwrap(),
+    }
+}
+
+/// A batch of reservations written at once is decided as if each had been
+/// written alone, in order: a later one for a host an earlier one took is
+/// that host's conflict, and writes nothing (not even its other hosts).
+#[test]
+fn a_batch_of_host_reservations_is_decided_in_order() {
+    let held = vec![ledger::Entry {
+        owner: Some("ns/old".into()),
+        ..entry("taken.example", "old", "2026-12-01T11:59:50Z")
+    }];
+    let batch = [
+        reservation("a", &["a.example", "shared.example"]),
+        reservation("b", &["b.example", "shared.example"]),
+        reservation("c", &["taken.example"]),
+        reservation("d", &["d.example"]),
+    ];
+    let (answers, new) = ledger::reserve_hosts_in_order(&batch, &held);
+    let lost = |i: usize| {
+        answers[i]
+            .as_ref()
+            .map(|c| (c.0[0].host.clone(), c.0[0].holder.uid.clone()))
+    };
+    assert_eq!(lost(0), None);
+    assert_eq!(lost(1), Some(("shared.example".into(), "a".into())));
+    assert_eq!(lost(2), Some(("taken.example".into(), "old".into())));
+    assert_eq!(lost(3), None);
+    let written: Vec<(&str, &str)> = new
+        .iter()
+        .map(|e| (e.key.as_str(), e.uid.as_str()))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("a.example", "a"),
+            ("shared.example", "a"),
+            ("d.example", "d")
+        ]
+    );
+    // One reservation alone is the same decision.
+    let (alone, mine) = ledger::reserve_hosts(&batch[3], &held);
+    assert!(alone.is_none());
+    assert_eq!(mine, new[2..]);
+}
