@@ -177,6 +177,10 @@ impl ApplyReason {
     }
 
     /// What the caches can show for a while after this process's own apply.
+    /// An object handed over with `kura.dev/adopt` is one: the apply that
+    /// took it over labelled it, and until the cache has seen that apply it
+    /// still shows the object unlabelled, handed over (on a slow machine the
+    /// next pass came first and sent the whole revision again).
     pub fn may_be_cache_lag(&self) -> bool {
         matches!(
             self,
@@ -185,6 +189,7 @@ impl ApplyReason {
                 | ApplyReason::FieldDrift(..)
                 | ApplyReason::ImageDrift(_)
                 | ApplyReason::Stale(_)
+                | ApplyReason::Adopted(_)
         )
     }
 

@@ -406,6 +406,24 @@ fn an_object_handed_over_with_the_adopt_annotation_is_taken_over() {
 }
 
 #[test]
+fn right_after_its_own_apply_an_adopted_object_the_cache_shows_unlabelled_waits_for_the_cache() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Activating);
+    let cm = d
+        .objects
+        .iter()
+        .find(|x| x.id.kind == ChildKind::ConfigMap)
+        .unwrap();
+    o.children.get_mut(&cm.id).unwrap().owner = Owner::Adopt;
+    // The apply that took it over has just been sent: the cache lags.
+    o.just_applied = true;
+    assert_eq!(run(&o, &d), Plan::Settling);
+    // Once settled, an object still shown handed over is taken over again.
+    o.just_applied = false;
+    assert!(matches!(run(&o, &d), Plan::Apply { .. }));
+}
+
+#[test]
 fn invalid_input_plans_nothing_to_apply_or_delete() {
     let errors = ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
     let o = converged(&desired("r1", "img:1"), Phase::Ready);
