@@ -44,8 +44,9 @@ def main() -> None:
     folded = subprocess.run(
         ["heaptrack_print", "-f", profile, "--print-flamegraph", "/dev/stdout",
          "--flamegraph-cost-type", "peak", "--print-peaks", "0",
-         "--print-allocators", "0", "--print-temporary", "0", "--print-leaks", "0",
-         "--print-histogram", "0"],
+         "--print-allocators", "0", "--print-temporary", "0", "--print-leaks", "0"],
+        # No --print-histogram: its argument is a path, and "0" left a file
+        # named 0 in the working directory.
         check=True, capture_output=True, text=True).stdout
     by = collections.Counter()
     for line in folded.splitlines():
