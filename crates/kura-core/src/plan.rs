@@ -178,9 +178,10 @@ impl ApplyReason {
 
     /// What the caches can show for a while after this process's own apply.
     /// An object handed over with `kura.dev/adopt` is one: the apply that
-    /// took it over labelled it, and until the cache has seen that apply it
-    /// still shows the object unlabelled, handed over (on a slow machine the
-    /// next pass came first and sent the whole revision again).
+    /// took it over made the instance its controller (and labelled it), and
+    /// until the cache has seen that apply it still shows the object handed
+    /// over (on a slow machine the next pass came first and sent the whole
+    /// revision again).
     pub fn may_be_cache_lag(&self) -> bool {
         matches!(
             self,

@@ -384,17 +384,22 @@ fn an_object_of_the_desired_name_that_is_not_ours_is_reported_and_nothing_is_sen
     assert!(matches!(run(&o, &d), Plan::NameConflict(_)));
 }
 
-#[test]
-fn an_object_handed_over_with_the_adopt_annotation_is_taken_over() {
-    let d = desired("r1", "img:1");
-    let mut o = converged(&d, Phase::Ready);
+/// The caches show `d`'s ConfigMap as someone else's, handed over to the
+/// instance with `kura.dev/adopt`.
+fn hand_over_config_map(d: &Desired, o: &mut Observed) {
     let cm = d
         .objects
         .iter()
         .find(|x| x.id.kind == ChildKind::ConfigMap)
         .unwrap();
-    let live = o.children.get_mut(&cm.id).unwrap();
-    live.owner = Owner::Adopt;
+    o.children.get_mut(&cm.id).unwrap().owner = Owner::Adopt;
+}
+
+#[test]
+fn an_object_handed_over_with_the_adopt_annotation_is_taken_over() {
+    let d = desired("r1", "img:1");
+    let mut o = converged(&d, Phase::Ready);
+    hand_over_config_map(&d, &mut o);
     let Plan::Apply { apply, .. } = run(&o, &d) else {
         panic!("adopting applies")
     };
@@ -409,12 +414,7 @@ fn an_object_handed_over_with_the_adopt_annotation_is_taken_over() {
 fn right_after_its_own_apply_an_adopted_object_the_cache_shows_unlabelled_waits_for_the_cache() {
     let d = desired("r1", "img:1");
     let mut o = converged(&d, Phase::Activating);
-    let cm = d
-        .objects
-        .iter()
-        .find(|x| x.id.kind == ChildKind::ConfigMap)
-        .unwrap();
-    o.children.get_mut(&cm.id).unwrap().owner = Owner::Adopt;
+    hand_over_config_map(&d, &mut o);
     // The apply that took it over has just been sent: the cache lags.
     o.just_applied = true;
     assert_eq!(run(&o, &d), Plan::Settling);
