@@ -54,7 +54,12 @@ async fn contested_field_is_taken_back_a_bounded_number_of_times() {
         .conditions
         .iter()
         .find(|c| c.type_ == "FieldConflict")
-        .expect("a FieldConflict condition while contested");
+        .unwrap_or_else(|| {
+            panic!(
+                "a FieldConflict condition while contested: conflict {:?}, conditions {:?}",
+                status.conflict, status.conditions
+            )
+        });
     assert!(
         cond.message.contains("rival"),
         "the condition names the other manager: {}",
@@ -141,7 +146,12 @@ async fn only_the_manager_holding_a_rendered_field_is_named() {
         .conditions
         .iter()
         .find(|c| c.type_ == "FieldConflict")
-        .expect("a FieldConflict condition after two take-backs");
+        .unwrap_or_else(|| {
+            panic!(
+                "a FieldConflict condition after two take-backs: conflict {:?}, conditions {:?}",
+                status.conflict, status.conditions
+            )
+        });
     assert!(
         condition.message.contains("rival") && !condition.message.contains("annotator"),
         "the condition names the rival only: {}",

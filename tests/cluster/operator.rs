@@ -269,8 +269,24 @@ impl Operator {
 impl Drop for Operator {
     fn drop(&mut self) {
         self.kill();
+        // A failing test says what its operator did last: CI keeps only the
+        // test's output, not the log file.
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
+            eprintln!(
+                "--- the last {} lines of the operator's log ({}):\n{}",
+                tail.len(),
+                self.log_path.display(),
+                tail.join("\n")
+            );
+        }
     }
 }
+
+/// How much of the operator's log a failing test prints.
+const LOG_TAIL_ON_FAILURE: usize = 30;
 
 /// The value of `series` in a Prometheus text exposition.
 pub fn sample(exposition: &str, series: &str) -> Option<f64> {
