@@ -10,6 +10,7 @@
 //! anyone else later (an administrator clearing `retry`) wins at once.
 
 use std::collections::{HashMap, HashSet};
+use std::num::NonZeroU64;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,10 @@ pub struct Record<S> {
     /// produced, until the cache catches up. Boxed: a record per instance is
     /// kept for the process's life, a status only for moments.
     own_status: Option<Box<(String, S)>>,
+    /// The resourceVersion this process's last status write produced, kept
+    /// after the copy goes: a reconcile handed an older instance than the
+    /// cache has since shown is told so ([`Recall::behind`]).
+    own_rv: Option<NonZeroU64>,
     /// When this process last wrote the status (`status::worth_writing`).
     status_written_at: Option<Instant>,
     /// This process's last successful apply: the inputs it applied, and when.
@@ -80,6 +85,7 @@ impl<S> Default for Record<S> {
     fn default() -> Self {
         Record {
             own_status: None,
+            own_rv: None,
             status_written_at: None,
             last_apply: None,
             transient: None,
@@ -115,6 +121,12 @@ pub struct Recall<S = KuraInstanceStatus> {
     /// The inputs key of this process's last apply if it was within `window`.
     pub recently_applied: Option<String>,
     pub transient: Option<TransientStreak>,
+    /// The instance given is older than a status write of this process that
+    /// the cache has already shown (and the copy of it is gone): the pass was
+    /// handed the instance before the watch delivered that write. Read the
+    /// cache again; deciding from the older status would undo what the write
+    /// recorded (a whole revision sent again, as if never applied).
+    pub behind: bool,
 }
 
 /// Whether the cache's resourceVersion `cached` is at least as new as `ours`.
@@ -147,12 +159,20 @@ impl<K: Remembered> Memory<K> {
                 ..Recall::default()
             };
         };
-        record.drop_status_if_caught_up(instance.meta().resource_version.as_deref());
+        let cached_rv = instance.meta().resource_version.as_deref();
+        record.drop_status_if_caught_up(cached_rv);
+        let behind = record.own_status.is_none()
+            && record.own_rv.is_some_and(|own| {
+                cached_rv
+                    .and_then(|c| c.parse::<u64>().ok())
+                    .is_some_and(|c| c < own.get())
+            });
         let status = match record.own_status.as_deref() {
             Some((_, own)) => Some(own.clone()),
             None => cached,
         };
         Recall {
+            behind,
             status,
             since_status_written: record.status_written_at.map(|t| t.elapsed()),
             recently_applied: record
@@ -195,6 +215,7 @@ impl<K: Remembered> Memory<K> {
     pub fn status_written(&self, instance: &K, rv_after: Option<String>, status: &K::Status) {
         self.with(instance, |r| {
             r.status_written_at = Some(Instant::now());
+            r.own_rv = rv_after.as_deref().and_then(|rv| rv.parse().ok());
             r.own_status = rv_after.map(|rv| Box::new((rv, status.clone())));
         });
     }
@@ -409,11 +430,18 @@ mod tests {
         m.observed(&instance("u", "11", Some(phase(Phase::Activating))));
         assert_eq!(m.recall(&old, SETTLE).status, Some(phase(Phase::Ready)));
         // The watch delivers our write: the copy goes, with no reconcile
-        // (`recall`) in between; a reconcile from a stale view afterwards
-        // decides from the cache it is given, as any replica would.
+        // (`recall`) in between; a reconcile handed the older instance
+        // before that is told it is behind (`reconcile` reads the cache
+        // again), and one handed the cache's version is not.
         m.observed(&instance("u", "12", Some(phase(Phase::Ready))));
         assert!(m.records.lock().unwrap()["u"].own_status.is_none());
-        assert_eq!(m.recall(&old, SETTLE).status, old.status);
+        let stale = m.recall(&old, SETTLE);
+        assert!(stale.behind, "a pass handed version 10 after 12 was seen");
+        let current = m.recall(&instance("u", "12", Some(phase(Phase::Ready))), SETTLE);
+        assert!(!current.behind);
+        assert_eq!(current.status, Some(phase(Phase::Ready)));
+        // A later write by someone else is no reason to read again.
+        assert!(!m.recall(&instance("u", "13", None), SETTLE).behind);
         // An instance with no record leaves none behind.
         m.observed(&instance("v", "3", None));
         assert!(!m.records.lock().unwrap().contains_key("v"));

@@ -108,6 +108,33 @@ pub fn span(instance: &KuraInstance) -> tracing::Span {
     span
 }
 
+/// The instance to decide from, and what memory adds to it. The controller
+/// hands a pass the instance as the cache held it when the pass was
+/// scheduled; the watch can deliver this process's own status write before
+/// the pass starts, and memory then no longer keeps a copy of that write. So
+/// when memory says the instance given is behind, the cache's (which held the
+/// write before memory let its copy go) is read instead.
+fn recall_newest(
+    ctx: &Context,
+    instance: Arc<KuraInstance>,
+) -> (Arc<KuraInstance>, crate::memory::Recall) {
+    let recall = ctx.memory.recall(&instance, SETTLE);
+    if !recall.behind {
+        return (instance, recall);
+    }
+    match ctx
+        .stores
+        .instances
+        .get(&kube::runtime::reflector::ObjectRef::from_obj(&*instance))
+    {
+        Some(newer) => {
+            let recall = ctx.memory.recall(&newer, SETTLE);
+            (newer, recall)
+        }
+        None => (instance, recall),
+    }
+}
+
 /// One pass for one instance: decide → execute → probe → status → write,
 /// inside `span` ([`span`]), each step a span of its own.
 pub async fn reconcile(
@@ -120,7 +147,7 @@ pub async fn reconcile(
     }
     let config = ctx.config();
     let now = Timestamp::now();
-    let recall = ctx.memory.recall(&instance, SETTLE);
+    let (instance, recall) = recall_newest(&ctx, instance);
     let decision = span.in_scope(|| {
         tracing::info_span!("decide")
             .in_scope(|| decide_now(&ctx, &instance, &config, &recall, now))
