@@ -59,13 +59,14 @@ impl<K: Remembered> Default for Memory<K> {
 /// One object's memory.
 #[derive(Clone, Debug)]
 pub struct Record<S> {
-    /// The status this process last wrote and the resourceVersion that write
-    /// produced, until the cache catches up. Boxed: a record per instance is
-    /// kept for the process's life, a status only for moments.
-    own_status: Option<Box<(String, S)>>,
-    /// The resourceVersion this process's last status write produced, kept
-    /// after the copy goes: a reconcile handed an older instance than the
-    /// cache has since shown is told so ([`Recall::behind`]).
+    /// The status this process last wrote, until the cache catches up with
+    /// `own_rv`. Boxed: a record per instance is kept for the process's
+    /// life, a status only for moments.
+    own_status: Option<Box<S>>,
+    /// The resourceVersion this process's last status write produced (none
+    /// when it is not a number: then nothing is known and the cluster wins).
+    /// Kept after the copy goes: a reconcile handed an older instance than
+    /// the cache has since shown is told so ([`Recall::behind`]).
     own_rv: Option<NonZeroU64>,
     /// When this process last wrote the status (`status::worth_writing`).
     status_written_at: Option<Instant>,
@@ -99,11 +100,7 @@ impl<S> Record<S> {
     /// The status copy goes once the cache's version `cached_rv` is at least
     /// the one our write produced (`recall` and `observed` both ask).
     fn drop_status_if_caught_up(&mut self, cached_rv: Option<&str>) {
-        if self
-            .own_status
-            .as_deref()
-            .is_some_and(|(rv, _)| caught_up(cached_rv, rv))
-        {
+        if caught_up(cached_rv, self.own_rv) {
             self.own_status = None;
         }
     }
@@ -133,12 +130,9 @@ pub struct Recall<S = KuraInstanceStatus> {
 /// resourceVersions are opaque by contract, but every apiserver backed by etcd
 /// issues increasing integers; where either does not parse, nothing is known
 /// and the cluster wins.
-fn caught_up(cached: Option<&str>, ours: &str) -> bool {
-    match (
-        cached.and_then(|c| c.parse::<u64>().ok()),
-        ours.parse::<u64>().ok(),
-    ) {
-        (Some(c), Some(o)) => c >= o,
+fn caught_up(cached: Option<&str>, ours: Option<NonZeroU64>) -> bool {
+    match (cached.and_then(|c| c.parse::<u64>().ok()), ours) {
+        (Some(c), Some(o)) => c >= o.get(),
         _ => true,
     }
 }
@@ -161,14 +155,9 @@ impl<K: Remembered> Memory<K> {
         };
         let cached_rv = instance.meta().resource_version.as_deref();
         record.drop_status_if_caught_up(cached_rv);
-        let behind = record.own_status.is_none()
-            && record.own_rv.is_some_and(|own| {
-                cached_rv
-                    .and_then(|c| c.parse::<u64>().ok())
-                    .is_some_and(|c| c < own.get())
-            });
+        let behind = record.own_status.is_none() && !caught_up(cached_rv, record.own_rv);
         let status = match record.own_status.as_deref() {
-            Some((_, own)) => Some(own.clone()),
+            Some(own) => Some(own.clone()),
             None => cached,
         };
         Recall {
@@ -215,8 +204,8 @@ impl<K: Remembered> Memory<K> {
     pub fn status_written(&self, instance: &K, rv_after: Option<String>, status: &K::Status) {
         self.with(instance, |r| {
             r.status_written_at = Some(Instant::now());
-            r.own_rv = rv_after.as_deref().and_then(|rv| rv.parse().ok());
-            r.own_status = rv_after.map(|rv| Box::new((rv, status.clone())));
+            r.own_rv = rv_after.and_then(|rv| rv.parse().ok());
+            r.own_status = r.own_rv.map(|_| Box::new(status.clone()));
         });
     }
 
@@ -373,6 +362,8 @@ mod tests {
     use std::collections::HashSet;
     use std::time::Duration;
 
+    use std::num::NonZeroU64;
+
     use super::{Memory, caught_up};
     use crate::api::{KuraInstance, KuraInstanceStatus, Phase, RetryStatus};
 
@@ -398,12 +389,14 @@ mod tests {
 
     #[test]
     fn resource_versions_compare_as_numbers_and_unknown_forms_let_the_cluster_win() {
-        assert!(!caught_up(Some("9"), "10"));
-        assert!(caught_up(Some("10"), "10"));
-        assert!(caught_up(Some("11"), "10"));
-        assert!(caught_up(None, "10"));
-        assert!(caught_up(Some("abc"), "10"));
-        assert!(caught_up(Some("x"), "y"));
+        let ten = NonZeroU64::new(10);
+        assert!(!caught_up(Some("9"), ten));
+        assert!(caught_up(Some("10"), ten));
+        assert!(caught_up(Some("11"), ten));
+        assert!(caught_up(None, ten));
+        assert!(caught_up(Some("abc"), ten));
+        // Our write's version did not parse (`status_written` keeps none).
+        assert!(caught_up(Some("x"), None));
     }
 
     #[test]
