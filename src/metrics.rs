@@ -167,7 +167,7 @@ impl Default for Metrics {
         );
         registry.register(
             "status_writes",
-            "Status writes of both kinds by result (ok, failed); a failed one is also an Event on the object, and /readyz fails while none has succeeded for a while",
+            "Status writes of both kinds by result (ok, failed, held: a refresh of counts alone held back by the process's refresh rate, asked again by the object's next pass); a failed one is also an Event on the object, and /readyz fails while none has succeeded for a while",
             status_writes.clone(),
         );
         registry.register(
@@ -236,6 +236,13 @@ impl Metrics {
 
     /// How long every status write has failed (none succeeded since the
     /// first of them), and the last error.
+    /// A refresh of counts alone was held back (`status::RefreshBudget`).
+    pub fn status_refresh_held(&self) {
+        self.status_writes
+            .get_or_create(&ResultLabel { result: "held" })
+            .inc();
+    }
+
     pub fn status_writes_failing(&self) -> Option<(std::time::Duration, String)> {
         let failing = self
             .status_failing

@@ -301,6 +301,7 @@ async fn run(
         wake: wake_tx,
         memory: Default::default(),
         gateway_memory: Default::default(),
+        refreshes: Default::default(),
         // 3 s per check, waiting for a slot included; 32 in flight.
         endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
         shards: gate.clone(),

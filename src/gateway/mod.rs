@@ -284,7 +284,8 @@ async fn write(
         .into_iter()
         .map(crate::reconcile::events::event)
         .collect();
-    if shared_status::worth_writing(&observed.status, new_status, recall.since_status_written) {
+    let worth = shared_status::worth(&observed.status, new_status, recall.since_status_written);
+    if ctx.refreshes.allows(worth, &ctx.metrics) {
         let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
         let name = gw.metadata.name.as_deref().unwrap_or_default();
         let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), namespace);

@@ -131,10 +131,13 @@ impl Pass<'_> {
         events.extend(events::deadline_overrode_window(observed, outcome));
         // Ignored entries are still in the live status: the write removes them.
         if !observed.ignored_inventory.is_empty()
-            || status::worth_writing(
-                &observed.status,
-                new_status,
-                self.recall.since_status_written,
+            || ctx.refreshes.allows(
+                status::worth(
+                    &observed.status,
+                    new_status,
+                    self.recall.since_status_written,
+                ),
+                &ctx.metrics,
             )
         {
             let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();

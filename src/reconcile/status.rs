@@ -125,6 +125,9 @@ fn null_absent(value: &mut serde_json::Value, schema: &serde_json::Value) {
     }
 }
 
+mod refresh_budget;
+pub use refresh_budget::RefreshBudget;
+
 #[cfg(test)]
 mod tables;
 
@@ -224,6 +227,16 @@ mod tests {
         assert!(worth_writing(&prev, &next, None));
         // Nothing changed: never written.
         assert!(!worth_writing(&prev, &prev.clone(), None));
+        // Once due, counts alone are a refresh, which the fleet rations
+        // (`RefreshBudget`); not since this process started, the same.
+        use super::{Worth, worth};
+        assert_eq!(worth(&prev, &next, just_now), Worth::Nothing);
+        assert_eq!(worth(&prev, &next, Some(MESSAGE_REFRESH)), Worth::Refresh);
+        assert_eq!(worth(&prev, &next, None), Worth::Refresh);
+        // Another step is a write, however recent the last one.
+        let step = waiting("IngressNoAddress", "0/3 replicas available");
+        assert_eq!(worth(&prev, &step, just_now), Worth::Write);
+        assert_eq!(worth(&prev, &step, None), Worth::Write);
     }
 
     #[test]

@@ -512,20 +512,53 @@ impl WithConditions for KuraGatewayStatus {
     }
 }
 
-/// Whether `new` must be written over `prev`, given how long ago this
-/// operator last wrote this object's status (`None`: not since it started).
-/// An instance waiting on activation is looked at again within
-/// `ACTIVATION_RECHECK`, so a message held back now is written then.
+/// What a new status is worth over the last one written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worth {
+    /// Nothing to write: the same status, or only counts moved since a write
+    /// less than `MESSAGE_REFRESH` ago.
+    Nothing,
+    /// Only counts moved, and the last write is older than `MESSAGE_REFRESH`
+    /// (or was not made by this process): a refresh. At fleet scale these
+    /// are the most numerous writes and the least needed, so the operator
+    /// sends them within a fleet-wide rate (`status::RefreshBudget`); one
+    /// held back is looked at again by the next pass.
+    Refresh,
+    /// Anything else (phase, a condition's status, reason or words, a
+    /// revision, a record): written at once.
+    Write,
+}
+
+/// What `new` is worth over `prev`, given how long ago this operator last
+/// wrote this object's status (`None`: not since it started). An instance
+/// waiting on activation is looked at again within `ACTIVATION_RECHECK`, so a
+/// message held back now is written then.
+pub fn worth<S: WithConditions>(
+    prev: &S,
+    new: &S,
+    since_last_write: Option<std::time::Duration>,
+) -> Worth {
+    if new == prev {
+        return Worth::Nothing;
+    }
+    if !only_counts_differ(prev, new) {
+        return Worth::Write;
+    }
+    if since_last_write.is_some_and(|d| d < MESSAGE_REFRESH) {
+        Worth::Nothing
+    } else {
+        Worth::Refresh
+    }
+}
+
+/// Whether `new` would be written over `prev` were every refresh allowed
+/// ([`worth`] is not `Nothing`).
 pub fn worth_writing<S: WithConditions>(
     prev: &S,
     new: &S,
     since_last_write: Option<std::time::Duration>,
 ) -> bool {
-    if new == prev {
-        return false;
-    }
-    let recent = since_last_write.is_some_and(|d| d < MESSAGE_REFRESH);
-    !(recent && only_counts_differ(prev, new))
+    worth(prev, new, since_last_write) != Worth::Nothing
 }
 
 /// What a status write changes, for the debug log: the top-level fields, and
