@@ -40,7 +40,7 @@ pub struct Context {
     /// The same, per gateway.
     pub gateway_memory: Memory<KuraGateway>,
     /// Refreshes of counts alone in a status, rationed across the process.
-    pub refreshes: crate::reconcile::status::RefreshBudget,
+    pub refreshes: crate::refresh_budget::RefreshBudget,
     /// The endpoint check's timeout and slots, shared by every reconcile.
     pub endpoint: crate::endpoint::Checker,
     /// Which shards this process acts for (all of the one shard while it

@@ -24,6 +24,7 @@ pub mod list_strategy;
 pub mod memory;
 pub mod metrics;
 pub mod reconcile;
+pub mod refresh_budget;
 pub mod run;
 pub mod runtime_metrics;
 pub mod server;

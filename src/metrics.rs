@@ -236,7 +236,7 @@ impl Metrics {
 
     /// How long every status write has failed (none succeeded since the
     /// first of them), and the last error.
-    /// A refresh of counts alone was held back (`status::RefreshBudget`).
+    /// A refresh of counts alone was held back (`refresh_budget::RefreshBudget`).
     pub fn status_refresh_held(&self) {
         self.status_writes
             .get_or_create(&ResultLabel { result: "held" })

@@ -125,9 +125,6 @@ fn null_absent(value: &mut serde_json::Value, schema: &serde_json::Value) {
     }
 }
 
-mod refresh_budget;
-pub use refresh_budget::RefreshBudget;
-
 #[cfg(test)]
 mod tables;
 

@@ -1,5 +1,5 @@
 //! How many count-only status refreshes this process may send, across every
-//! object it reports on.
+//! object it reports on (instances and gateways: `Context::refreshes`).
 
 use std::sync::Mutex;
 use std::time::Instant;
