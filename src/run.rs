@@ -6,6 +6,16 @@ use std::time::Duration;
 
 pub use crate::time::parse_duration;
 
+/// A rate a second: a positive, finite number.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a rate a second: a positive number (e.g. 5 or 0.5)"
+        )),
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// Operator configuration file (regions, gateway defaults). Re-read when it changes.
@@ -99,6 +109,14 @@ pub struct RunArgs {
     /// as an Event and a metric while the retries go on.
     #[arg(long, env = "KURA_TRANSIENT_REPORT_AFTER", default_value = "60s", value_parser = parse_duration)]
     pub transient_report_after: Duration,
+
+    /// Refreshes of counts alone in a status ("1/3 replicas available"
+    /// becoming "2/3 …") a second, across every instance and gateway of this
+    /// process, up to four seconds' worth at once; each object's also waits
+    /// 30 s. A refresh held back is asked again by the object's next pass; any
+    /// other change of a status is written at once.
+    #[arg(long, env = "KURA_STATUS_REFRESH_RATE", default_value_t = 5.0, value_parser = parse_rate)]
+    pub status_refresh_rate: f64,
 
     /// How long the hosts of a deleted instance stay reserved for an instance
     /// of the same namespace and name (a recreation), before the next
@@ -301,7 +319,7 @@ async fn run(
         wake: wake_tx,
         memory: Default::default(),
         gateway_memory: Default::default(),
-        refreshes: Default::default(),
+        refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
         // 3 s per check, waiting for a slot included; 32 in flight.
         endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
         shards: gate.clone(),
@@ -532,4 +550,17 @@ async fn check_crds(client: &kube::Client) -> Result<(), Box<dyn std::error::Err
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refresh_rate_is_a_positive_finite_number() {
+        assert_eq!(super::parse_rate("5"), Ok(5.0));
+        assert_eq!(super::parse_rate("0.2"), Ok(0.2));
+        for bad in ["0", "-1", "inf", "NaN", "five", ""] {
+            let err = super::parse_rate(bad).unwrap_err();
+            assert!(err.contains("positive number"), "{bad}: {err}");
+        }
+    }
 }

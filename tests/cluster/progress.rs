@@ -1,9 +1,10 @@
 //! Progress messages say where a rollout is. A message whose counts move on
 //! ("0/1 replicas available" becoming "1/1 …") may wait for the status write
-//! throttle (`status::MESSAGE_REFRESH`, 30 s), but a message about a step that
-//! is over (the StatefulSet taking the revision: once it said "StatefulSet does
-//! not exist yet" for 30 s while its pods were being created) never stays once
-//! the cluster shows that step done, and Ready is written as soon as it is.
+//! throttle (`status::MESSAGE_REFRESH`, 30 s, and the fleet's refresh rate,
+//! the last test below), but a message about a step that is over (the
+//! StatefulSet taking the revision: once it said "StatefulSet does not exist
+//! yet" for 30 s while its pods were being created) never stays once the
+//! cluster shows that step done, and Ready is written as soon as it is.
 //!
 //! kura-sim plays no kubelet in this test's namespace (`sim.kura.dev/kubelet=off`):
 //! the test plays it, so a rollout waits at "0/1 replicas available" for as
@@ -158,6 +159,105 @@ async fn a_message_about_a_finished_step_does_not_outlive_it() {
     mark_pods_ready(&pods).await;
     let ready = ready_soon(&instances).await;
     assert_eq!(ready.applied_revision.as_deref(), Some(second.as_str()));
+    drop(op);
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+/// Refreshes of counts alone are rationed across the fleet
+/// (`--status-refresh-rate`, `refresh_budget::RefreshBudget`), and none is
+/// lost: a refresh held back is written by a later pass of its instance.
+///
+/// Eight instances of two replicas wait at "0/2 replicas available"; the test
+/// (playing the kubelet) then makes one pod of each Ready, so every instance's
+/// message changes in its counts alone, at about the same time. Each may
+/// refresh 30 s after its last write, and the process may send one refresh
+/// every 5 s: most are held back (`kura_status_writes_total{result="held"}`),
+/// and every instance still comes to say "1/2 replicas available". With the
+/// rate at 1000 a second (the negative control, run by hand) nothing is held
+/// and the assertion on `held` fails.
+#[tokio::test]
+async fn count_refreshes_are_rationed_across_the_fleet_and_none_is_lost() {
+    const NAMES: [&str; 8] = ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"];
+    let ns = TestNamespace::with_labels("refresh", &[("sim.kura.dev/kubelet", "off")]).await;
+    let classes = shared_class(&ns).await;
+    let op = Operator::start_full(
+        &ns.name,
+        &config(&ns.name, "host", "example.com/none"),
+        &["--status-refresh-rate", "0.2"],
+        &[],
+    );
+    let instances: Api<KuraInstance> = ns.api();
+    let pods: Api<Pod> = ns.api();
+    for name in NAMES {
+        let mut body = instance(name, "registry.example/kura:1.0.0");
+        body["spec"]["replicas"] = json!(2);
+        apply_json(&instances, "test", body).await.unwrap();
+    }
+    let message = |s: &kura_operator::api::KuraInstanceStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    // Every instance applied, its pods not Ready.
+    wait_for(
+        "every instance applied and waiting for its pods",
+        T,
+        || async {
+            let list = instances.list(&ListParams::default()).await.ok()?.items;
+            let waiting = list.iter().filter(|i| {
+                i.status.as_ref().is_some_and(|s| {
+                    s.applied_revision.is_some()
+                        && s.applied_revision == s.desired_revision
+                        && message(s).contains("0/2 replicas available")
+                })
+            });
+            (waiting.count() == NAMES.len()).then_some(())
+        },
+    )
+    .await;
+    // The test plays the kubelet: the first pod of each instance Ready.
+    let now = jiff::Timestamp::now().to_string();
+    for name in NAMES {
+        let pod = format!("{name}-0");
+        wait_for(&format!("pod {pod}"), T, || async {
+            pods.get_opt(&pod).await.ok()?.map(|_| ())
+        })
+        .await;
+        let ready = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
+        let status = json!({"status": {"phase": "Running", "startTime": now, "conditions": [
+            ready("PodScheduled"), ready("Initialized"), ready("ContainersReady"), ready("Ready")]}});
+        pods.patch_status(&pod, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+    // 30 s per instance, then one refresh every 5 s for the eight, each asked
+    // again at its instance's 15 s recheck: well within three minutes.
+    wait_for(
+        "every instance to say 1/2 replicas available",
+        Duration::from_secs(180),
+        || async {
+            let list = instances.list(&ListParams::default()).await.ok()?.items;
+            let done = list.iter().filter(|i| {
+                i.status
+                    .as_ref()
+                    .is_some_and(|s| message(s).contains("1/2 replicas available"))
+            });
+            (done.count() == NAMES.len()).then_some(())
+        },
+    )
+    .await;
+    let held = op
+        .metric("kura_status_writes_total{result=\"held\"}")
+        .await
+        .unwrap_or(0.0);
+    assert!(
+        held >= 1.0,
+        "eight refreshes due together at one every 5 s: some are held back (held {held})"
+    );
     drop(op);
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())

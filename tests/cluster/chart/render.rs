@@ -47,13 +47,14 @@ fn deployment_args_are_run_flags_from_values() {
     // On by default: a rolling update runs the old and the new pod at once.
     assert!(args.leader_elect, "one replica elects too (helm upgrade)");
     assert_eq!(args.log_format, "text");
+    assert_eq!(args.status_refresh_rate, 5.0);
 
     let custom = template(
         "rel",
         "ops",
         &[
             "--set",
-            "watchNamespace=apps,logFormat=json,resync=90s,concurrency=4,retryBudget=7,stallWindow=1h",
+            "watchNamespace=apps,logFormat=json,resync=90s,concurrency=4,retryBudget=7,stallWindow=1h,statusRefreshRate=0.5",
             "--set",
             "leaderElection.enabled=true,leaderElection.leaseName=kura-lock,leaderElection.leaseDuration=30s",
         ],
@@ -65,6 +66,7 @@ fn deployment_args_are_run_flags_from_values() {
     assert_eq!(args.concurrency, 4);
     assert_eq!(args.retry_budget, 7);
     assert_eq!(args.stall_window, Duration::from_secs(3600));
+    assert_eq!(args.status_refresh_rate, 0.5);
     assert!(args.leader_elect);
     assert_eq!(args.lease_namespace.as_deref(), Some("ops"));
     assert_eq!(args.lease_name, "kura-lock");
@@ -270,6 +272,8 @@ fn schema_rejects_bad_values_naming_the_field() {
         ("resync=10x", "/resync"),
         ("watchNamespace=Not_A_Namespace", "/watchNamespace"),
         ("config.gateway.replicas=9", "/config/gateway/replicas"),
+        ("statusRefreshRate=0", "/statusRefreshRate"),
+        ("statusRefreshRate=0.0", "/statusRefreshRate"),
     ] {
         let out = helm(&["template", "rel", chart.to_str().unwrap(), "--set", set]);
         assert!(!out.ok, "--set {set} must be rejected");
