@@ -28,16 +28,20 @@ const NEWS: Duration = Duration::from_secs(10);
 
 /// The test plays the kubelet: every pod Running and Ready.
 async fn mark_pods_ready(pods: &Api<Pod>) {
-    let now = jiff::Timestamp::now().to_string();
     for pod in pods.list(&ListParams::default()).await.unwrap() {
-        let name = pod.metadata.name.unwrap();
-        let ready = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
-        let status = json!({"status": {"phase": "Running", "startTime": now, "conditions": [
-            ready("PodScheduled"), ready("Initialized"), ready("ContainersReady"), ready("Ready")]}});
-        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
+        mark_pod_ready(pods, &pod.metadata.name.unwrap()).await;
     }
+}
+
+/// The test plays the kubelet: pod `name` Running and Ready.
+async fn mark_pod_ready(pods: &Api<Pod>, name: &str) {
+    let now = jiff::Timestamp::now().to_string();
+    let ready = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
+    let status = json!({"status": {"phase": "Running", "startTime": now, "conditions": [
+        ready("PodScheduled"), ready("Initialized"), ready("ContainersReady"), ready("Ready")]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
 }
 
 /// The applied revision once it is not `before`, and the stamp it gives the
@@ -220,19 +224,13 @@ async fn count_refreshes_are_rationed_across_the_fleet_and_none_is_lost() {
     )
     .await;
     // The test plays the kubelet: the first pod of each instance Ready.
-    let now = jiff::Timestamp::now().to_string();
     for name in NAMES {
         let pod = format!("{name}-0");
         wait_for(&format!("pod {pod}"), T, || async {
             pods.get_opt(&pod).await.ok()?.map(|_| ())
         })
         .await;
-        let ready = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
-        let status = json!({"status": {"phase": "Running", "startTime": now, "conditions": [
-            ready("PodScheduled"), ready("Initialized"), ready("ContainersReady"), ready("Ready")]}});
-        pods.patch_status(&pod, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
+        mark_pod_ready(&pods, &pod).await;
     }
     // 30 s per instance, then one refresh every 5 s for the eight, each asked
     // again at its instance's 15 s recheck: well within three minutes.
