@@ -68,7 +68,7 @@ pub struct Record<S> {
     /// Kept after the copy goes: a reconcile handed an older instance than
     /// the cache has since shown is told so ([`Recall::behind`]).
     own_rv: Option<NonZeroU64>,
-    /// When this process last wrote the status (`status::worth_writing`).
+    /// When this process last wrote the status (`status::worth`).
     status_written_at: Option<Instant>,
     /// This process's last successful apply: the inputs it applied, and when.
     last_apply: Option<(String, Instant)>,

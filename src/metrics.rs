@@ -234,8 +234,6 @@ impl Metrics {
             .inc();
     }
 
-    /// How long every status write has failed (none succeeded since the
-    /// first of them), and the last error.
     /// A refresh of counts alone was held back (`refresh_budget::RefreshBudget`).
     pub fn status_refresh_held(&self) {
         self.status_writes
@@ -243,6 +241,8 @@ impl Metrics {
             .inc();
     }
 
+    /// How long every status write has failed (none succeeded since the
+    /// first of them), and the last error.
     pub fn status_writes_failing(&self) -> Option<(std::time::Duration, String)> {
         let failing = self
             .status_failing

@@ -24,9 +24,8 @@ const BURST_SECONDS: f64 = 4.0;
 /// (N/30 ≤ 5 a second at the default rate) is not held back. A refresh held
 /// back is not lost: the object's next pass (within `ACTIVATION_RECHECK`
 /// while it waits) asks again, so a stuck rollout's counts still reach its
-/// status. Anything else a status
-/// says (a new step, phase, reason, revision) is written at once, whatever
-/// the rate.
+/// status. Anything else a status says (a new step, phase, reason,
+/// revision) is written at once, whatever the rate.
 pub struct RefreshBudget {
     bucket: Mutex<Bucket>,
 }

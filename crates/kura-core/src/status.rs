@@ -521,8 +521,8 @@ pub enum Worth {
     /// Only counts moved, and the last write is older than `MESSAGE_REFRESH`
     /// (or was not made by this process): a refresh. At fleet scale these
     /// are the most numerous writes and the least needed, so the operator
-    /// sends them within a fleet-wide rate (the operator's `refresh_budget::RefreshBudget`); one
-    /// held back is looked at again by the next pass.
+    /// sends them within a fleet-wide rate (its `refresh_budget`); one held
+    /// back is looked at again by the next pass.
     Refresh,
     /// Anything else (phase, a condition's status, reason or words, a
     /// revision, a record): written at once.
