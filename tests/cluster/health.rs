@@ -134,21 +134,77 @@ fn argo_cd_health_checks_pass_their_test_cases() {
                 .unwrap();
         let cases = tests["tests"].as_sequence().unwrap();
         assert!(cases.len() >= 4, "{kind}: {} cases", cases.len());
+        // Every case, then every difference (not only the first).
+        let mut wrong = Vec::new();
         for case in cases {
             let input = case["inputPath"].as_str().unwrap();
             let object: Value =
                 serde_yaml::from_str(&std::fs::read_to_string(dir.join(input)).unwrap()).unwrap();
             let want = &case["healthStatus"];
-            let got = argo_health(kind, &object);
-            assert_eq!(
-                (got.0.as_str(), got.1.as_str()),
-                (
-                    want["status"].as_str().unwrap(),
-                    want["message"].as_str().unwrap_or_default()
-                ),
-                "{kind} {input}"
+            let want = (
+                want["status"].as_str().unwrap().to_string(),
+                want["message"].as_str().unwrap_or_default().to_string(),
             );
+            let got = argo_health(kind, &object);
+            if got != want {
+                wrong.push(format!("{kind} {input}: got {got:?}, want {want:?}"));
+            }
         }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+}
+
+/// The chart's values file for the argo-cd Helm chart: the health checks of
+/// hack/argocd (their one source), as `configs.cm` entries of `argocd-cm`.
+fn argocd_values() -> String {
+    let mut out = String::from(
+        "# Values for the argo-cd Helm chart (argo/argo-cd): the health checks of\n\
+         # KuraInstance and KuraGateway as argocd-cm entries. Generated from\n\
+         # hack/argocd/kura.dev/*/health.lua (their source, with Argo CD's test cases);\n\
+         # tests/cluster/health.rs fails when this file differs from them.\n\
+         #   helm upgrade --install argocd argo/argo-cd -n argocd --reuse-values \\\n\
+         #     -f argocd-values.yaml\n\
+         configs:\n  cm:\n",
+    );
+    for kind in ["KuraInstance", "KuraGateway"] {
+        let lua = std::fs::read_to_string(argo_dir(kind).join("health.lua")).unwrap();
+        out.push_str(&format!(
+            "    resource.customizations.health.kura.dev_{kind}: |\n"
+        ));
+        for line in lua.lines() {
+            if line.is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str(&format!("      {line}\n"));
+            }
+        }
+    }
+    out
+}
+
+/// files/argocd-values.yaml is what hack/argocd's checks give, byte for
+/// byte, and reads back (as Helm reads it) as exactly those checks.
+#[test]
+fn argo_cd_values_file_carries_the_checks_as_they_are() {
+    let path = repo().join("charts/kura-operator/files/argocd-values.yaml");
+    let want = argocd_values();
+    let values: serde_yaml::Value = serde_yaml::from_str(&want).unwrap();
+    let cm = values["configs"]["cm"].as_mapping().unwrap();
+    assert_eq!(cm.len(), 2, "{cm:?}");
+    for kind in ["KuraInstance", "KuraGateway"] {
+        let lua = std::fs::read_to_string(argo_dir(kind).join("health.lua")).unwrap();
+        let key = format!("resource.customizations.health.kura.dev_{kind}");
+        assert_eq!(cm[key.as_str()].as_str(), Some(lua.as_str()), "{key}");
+    }
+    let got = std::fs::read_to_string(&path).unwrap_or_default();
+    if got != want {
+        let fresh = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("argocd-values.yaml");
+        std::fs::write(&fresh, &want).unwrap();
+        panic!(
+            "{} differs from hack/argocd's health checks: the current one is {}; copy it over",
+            path.display(),
+            fresh.display()
+        );
     }
 }
 

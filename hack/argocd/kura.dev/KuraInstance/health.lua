@@ -1,7 +1,10 @@
 -- Argo CD health check of a KuraInstance (Argo CD's resource_customizations
--- format). Suspended while spec.paused; Degraded when Stalled (the operator
--- gave up until the inputs change or its stall window ends); Healthy when
--- Ready for the current generation; Progressing otherwise, with the reason.
+-- format), read from the operator's status alone: Progressing until it has
+-- observed the current generation; Degraded when Stalled (the operator gave
+-- up until the inputs change or its stall window ends); Suspended while the
+-- operator reports it paused (status.phase Paused: spec.paused with a
+-- pause.until that has passed pauses nothing); Healthy when Ready;
+-- Progressing otherwise, with the reason.
 local hs = {}
 
 local function condition(status, type)
@@ -14,12 +17,6 @@ local function condition(status, type)
     end
   end
   return nil
-end
-
-if obj.spec ~= nil and obj.spec.paused == true then
-  hs.status = "Suspended"
-  hs.message = "spec.paused is true: the operator applies and deletes nothing"
-  return hs
 end
 
 local status = obj.status
@@ -43,6 +40,18 @@ if stalled ~= nil and stalled.status == "True" then
   return hs
 end
 
+local reconciling = condition(status, "Reconciling")
+if status.phase == "Paused" then
+  hs.status = "Suspended"
+  -- who paused, why, until when (the operator's message)
+  if reconciling ~= nil and reconciling.message ~= nil and reconciling.message ~= "" then
+    hs.message = reconciling.message
+  else
+    hs.message = "Paused: the operator applies and deletes nothing"
+  end
+  return hs
+end
+
 local ready = condition(status, "Ready")
 if ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
@@ -50,7 +59,6 @@ if ready ~= nil and ready.status == "True" then
   return hs
 end
 
-local reconciling = condition(status, "Reconciling")
 hs.status = "Progressing"
 if ready ~= nil and ready.message ~= nil and ready.message ~= "" then
   hs.message = ready.message
