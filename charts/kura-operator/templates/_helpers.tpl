@@ -63,3 +63,46 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{/*
+Who manages the CRD named `name` (dict "name" … "root" $), when not this
+release: empty when it does not exist or this release manages it (Helm's
+ownership annotations name it), so that this release renders it; otherwise
+"release R in namespace N", or "no Helm release" (applied with kubectl).
+`helm template` and client-side dry runs see no cluster: empty.
+*/}}
+{{- define "kura-operator.crdOwner" -}}
+{{- $root := .root }}
+{{- $existing := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" .name }}
+{{- if $existing }}
+{{- $annotations := $existing.metadata.annotations | default dict }}
+{{- $release := get $annotations "meta.helm.sh/release-name" }}
+{{- $namespace := get $annotations "meta.helm.sh/release-namespace" }}
+{{- if not $release }}no Helm release
+{{- else if not (and (eq $release $root.Release.Name) (eq $namespace $root.Release.Namespace)) }}release {{ $release }} in namespace {{ $namespace }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when a CRD of the chart exists and is managed by someone else. */}}
+{{- define "kura-operator.crdsElsewhere" -}}
+{{- range $path, $_ := $.Files.Glob "files/crds/*.yaml" }}
+{{- if include "kura-operator.crdOwner" (dict "name" ($.Files.Get $path | fromYaml).metadata.name "root" $) }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The example domains of `config.regions` in force (the chart's default region
+uses kura.example.com; example.com is reserved and never a real one), comma
+separated; empty when none.
+*/}}
+{{- define "kura-operator.exampleConfig" -}}
+{{- $found := list }}
+{{- range $name, $region := .Values.config.regions }}
+{{- $domain := toString (get $region "domain") }}
+{{- if or (eq $domain "example.com") (hasSuffix ".example.com" $domain) }}
+{{- $found = append $found $domain }}
+{{- end }}
+{{- end }}
+{{- join ", " (uniq $found) }}
+{{- end }}

@@ -3,6 +3,8 @@
 //! instance is the content hash of its rendered manifests.
 //!
 //! - vocabulary: `api` (the CRD types), `kind` (`ChildKind`), `keys`, `names`
+//! - whether an installed CRD serves what this build reads and writes:
+//!   `crd_compat`
 //! - inputs: `config`, `validate` (with `rules`)
 //! - the endpoint check's verdict: `endpoint` (the request is the operator's)
 //! - rendering: `render` (canonical manifests, hashes, the revision)
@@ -22,6 +24,7 @@ pub mod cached_sts;
 pub mod claims;
 pub mod compact;
 pub mod config;
+pub mod crd_compat;
 pub mod endpoint;
 pub mod events;
 pub mod fields;

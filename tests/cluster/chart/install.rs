@@ -170,3 +170,79 @@ async fn profile_breaking_values_produce_replica_failure_not_pods() {
     assert!(failure.contains("allowPrivilegeEscalation"), "{failure}");
     assert!(pods_of(&ns, &rs).await.is_empty(), "a violating pod exists");
 }
+
+/// NOTES.txt as `helm install` prints it, from a server-side dry run in
+/// `ns` (the cluster is asked who manages the CRDs), and the manifests.
+fn dry_run_install(ns: &str, extra: &[&str]) -> (String, String) {
+    let chart = chart_dir();
+    let mut args = vec![
+        "install",
+        ns,
+        chart.to_str().unwrap(),
+        "-n",
+        ns,
+        "--dry-run=server",
+    ];
+    args.extend_from_slice(extra);
+    let out = helm(&args);
+    assert!(out.ok, "helm {args:?}: {}", out.stderr);
+    let (manifests, notes) = out
+        .stdout
+        .split_once("\nNOTES:\n")
+        .unwrap_or_else(|| panic!("no NOTES in {}", out.stdout));
+    (manifests.to_string(), notes.to_string())
+}
+
+/// CRDs that exist and are not the release's (here applied with kubectl, as
+/// this suite does; elsewhere another release's, in namespaced mode) are left
+/// alone: the install renders none, so it neither fails on them nor takes
+/// them over. NOTES.txt says so, what was installed, warns of the chart's
+/// example regions, and prints the commands to follow the fleet.
+#[tokio::test]
+async fn crds_managed_elsewhere_are_left_alone_and_the_notes_say_what_was_installed() {
+    let ns = TestNamespace::new("chart-notes").await;
+    let (manifests, notes) = dry_run_install(&ns.name, &[]);
+    assert!(
+        !manifests.contains("kind: CustomResourceDefinition"),
+        "{manifests}"
+    );
+    let release = format!("release {0} in namespace {0}", ns.name);
+    for needle in [
+        release.as_str(),
+        "kurainstances.kura.dev: NOT installed or upgraded by this release: it exists and is managed by no Helm release.",
+        "kuragateways.kura.dev: NOT installed or upgraded by this release: it exists and is managed by no Helm release.",
+        "kura-operator crd | kubectl apply --server-side -f -",
+        "Shards: 1",
+        "WARNING: the chart's example region configuration is in force",
+        "kura.example.com",
+        "kubectl get kurainstances -A",
+        "kura-operator rollout status -A",
+    ] {
+        assert!(notes.contains(needle), "{needle:?} in:\n{notes}");
+    }
+
+    let set = format!(
+        "crds.enabled=false,shards=2,replicas=3,watchNamespace={}",
+        ns.name
+    );
+    let (_, notes) = dry_run_install(
+        &ns.name,
+        &[
+            "--set",
+            &set,
+            "--set",
+            "config.regions.eu-west-1.domain=kura.acme.io",
+        ],
+    );
+    let scoped = format!("-n {}", ns.name);
+    for needle in [
+        "not installed by this release (crds.enabled=false)",
+        "Shards: 2, shared by 3 replica(s)",
+        "(namespaced mode)",
+        &format!("kubectl get kurainstances {scoped}"),
+        &format!("kura-operator rollout status {scoped}"),
+    ] {
+        assert!(notes.contains(needle), "{needle:?} in:\n{notes}");
+    }
+    assert!(!notes.contains("WARNING"), "no example domain: {notes}");
+}

@@ -181,6 +181,9 @@ async fn namespaced_mode_grants_only_what_the_operator_needs() {
         access("create", "networking.k8s.io", "ingressclasses"),
         access("get", "apiextensions.k8s.io", "customresourcedefinitions")
             .named("kurainstances.kura.dev"),
+        // Watched by name: the check of the CRDs whenever they change.
+        access("watch", "apiextensions.k8s.io", "customresourcedefinitions")
+            .named("kuragateways.kura.dev"),
         // A dedicated gateway's rights: its RoleBinding and ClusterRoleBinding,
         // to the chart's two gateway ClusterRoles.
         access("create", "rbac.authorization.k8s.io", "rolebindings").ns(here),
@@ -209,6 +212,7 @@ async fn namespaced_mode_grants_only_what_the_operator_needs() {
             .named("kura-operator"),
         access("get", "apiextensions.k8s.io", "customresourcedefinitions")
             .named("secrets.example.com"),
+        access("watch", "apiextensions.k8s.io", "customresourcedefinitions"),
         access("create", "rbac.authorization.k8s.io", "rolebindings").ns(there),
         // Binding: the gateways' two ClusterRoles only, never another.
         access("bind", "rbac.authorization.k8s.io", "clusterroles")

@@ -78,8 +78,7 @@ fn deployment_args_are_run_flags_from_values() {
     assert_eq!(args.lease_namespace.as_deref(), Some("ops"));
 }
 
-/// `shards` reaches `--shards` with leader election, the Recreate strategy
-/// (old and new pods never run with different counts), and the Leases and
+/// `shards` reaches `--shards` with leader election and the Leases and
 /// ledgers it needs in the release namespace; one shard renders none of it.
 #[test]
 fn shards_render_the_flag_the_strategy_and_their_rbac() {
@@ -113,7 +112,6 @@ fn shards_render_the_flag_the_strategy_and_their_rbac() {
 
     let one = template("rel", "ops", &["--set", "replicas=2"]);
     assert_eq!(run_args(&one).shards, 1);
-    assert!(of_kind(&one, "Deployment")[0]["spec"]["strategy"].is_null());
     let text = rules(&one);
     assert!(
         !text.contains("budget") && !text.contains("delete"),
@@ -223,11 +221,7 @@ fn optional_objects_render_only_when_enabled() {
             "{kind} missing: {defaults:?}"
         );
     }
-    for kind in [
-        "ServiceMonitor",
-        "PodDisruptionBudget",
-        "CustomResourceDefinition",
-    ] {
+    for kind in ["ServiceMonitor", "PodDisruptionBudget"] {
         assert!(
             !defaults.contains(&kind.to_string()),
             "{kind} rendered by default: {defaults:?}"
@@ -247,15 +241,115 @@ fn optional_objects_render_only_when_enabled() {
     );
     assert!(kinds(&["--set", "serviceMonitor.enabled=true"]).contains(&"ServiceMonitor".into()));
     assert!(kinds(&["--set", "replicas=2"]).contains(&"PodDisruptionBudget".into()));
-    // The chart's CRDs come with `--include-crds` (helm install applies them).
-    let with_crds = kinds(&["--include-crds"]);
-    assert_eq!(
-        with_crds
-            .iter()
-            .filter(|k| *k == "CustomResourceDefinition")
-            .count(),
-        2
+}
+
+fn crds_of(objects: &[Value]) -> Vec<&Value> {
+    of_kind(objects, "CustomResourceDefinition")
+}
+
+/// The CRDs are templates of the release, rendered by default from the
+/// chart's copies of crds/ with nothing changed but the keep annotation and
+/// the chart's labels; `crds.enabled=false` renders none, `crds.keep=false`
+/// no keep annotation.
+#[test]
+fn crds_render_by_default_kept_on_uninstall_and_only_when_enabled() {
+    let defaults = template("rel", "ops", &[]);
+    let crds = crds_of(&defaults);
+    let mut names: Vec<&str> = crds
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["kuragateways.kura.dev", "kurainstances.kura.dev"]);
+    for crd in &crds {
+        let name = crd["metadata"]["name"].as_str().unwrap();
+        let annotations = &crd["metadata"]["annotations"];
+        assert_eq!(annotations["helm.sh/resource-policy"], "keep", "{name}");
+        assert_eq!(
+            annotations["kura.dev/operator-version"],
+            env!("CARGO_PKG_VERSION"),
+            "{name}: the generated CRD's version stamp"
+        );
+        assert_eq!(
+            crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "Helm"
+        );
+        // The rest is crds/ as generated.
+        let file = repo()
+            .join("crds")
+            .join(format!("kura.dev_{}.yaml", name.split('.').next().unwrap()));
+        let generated: Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(
+            numbers_as_floats(&crd["spec"]),
+            numbers_as_floats(&generated["spec"]),
+            "{name}"
+        );
+    }
+
+    assert!(crds_of(&template("rel", "ops", &["--set", "crds.enabled=false"])).is_empty());
+
+    let unkept = template(
+        "rel",
+        "ops",
+        &[
+            "--set",
+            "crds.keep=false",
+            "--set",
+            "crds.annotations.example\\.com/owner=platform",
+        ],
     );
+    let unkept = crds_of(&unkept);
+    assert_eq!(unkept.len(), 2);
+    for crd in unkept {
+        let annotations = &crd["metadata"]["annotations"];
+        assert!(
+            annotations["helm.sh/resource-policy"].is_null(),
+            "{annotations:?}"
+        );
+        assert_eq!(annotations["example.com/owner"], "platform");
+        assert_eq!(
+            annotations["kura.dev/operator-version"],
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+}
+
+/// `value` with every number a float: Helm's fromYaml/toYaml writes the
+/// `maximum: 8.0` of a generated schema as `8` (the apiserver reads both as
+/// the same float64).
+fn numbers_as_floats(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => Value::from(n.as_f64().unwrap()),
+        Value::Sequence(items) => Value::Sequence(items.iter().map(numbers_as_floats).collect()),
+        Value::Mapping(map) => Value::Mapping(
+            map.iter()
+                .map(|(k, v)| (k.clone(), numbers_as_floats(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Every `shards` and leader-election setting recreates the operator's pods
+/// on an upgrade: a rolling update ran the single-Lease pod of `shards=1`
+/// beside the pods of `shards=2` (two generations acting at once).
+#[test]
+fn the_deployment_is_recreated_whatever_the_shards() {
+    for set in [
+        "shards=1",
+        "shards=1,replicas=2",
+        "shards=2,replicas=2",
+        "shards=1,leaderElection.enabled=false",
+    ] {
+        let objects = template("rel", "ops", &["--set", set]);
+        let deployment = &of_kind(&objects, "Deployment")[0];
+        assert_eq!(
+            deployment["spec"]["strategy"]["type"].as_str(),
+            Some("Recreate"),
+            "{set}"
+        );
+    }
 }
 
 #[test]
@@ -275,7 +369,15 @@ fn schema_rejects_bad_values_naming_the_field() {
         ("statusRefreshRate=0", "/statusRefreshRate"),
         ("statusRefreshRate=0.0", "/statusRefreshRate"),
     ] {
-        let out = helm(&["template", "rel", chart.to_str().unwrap(), "--set", set]);
+        let out = helm(&[
+            "template",
+            "rel",
+            chart.to_str().unwrap(),
+            "--kube-version",
+            KUBE_VERSION,
+            "--set",
+            set,
+        ]);
         assert!(!out.ok, "--set {set} must be rejected");
         assert!(
             out.stderr.contains("schema") && out.stderr.contains(field),
@@ -288,6 +390,8 @@ fn schema_rejects_bad_values_naming_the_field() {
         "template",
         "rel",
         chart.to_str().unwrap(),
+        "--kube-version",
+        KUBE_VERSION,
         "--set",
         "replicas=1,logFormat=json,config.regions.eu-west-1.network=host,resync=30s",
     ]);
@@ -435,4 +539,32 @@ fn monitoring_objects_render_only_when_enabled_and_carry_the_shipped_files() {
     assert_eq!(dashboard, read("dashboard.json").trim_end());
     let (_, ksm) = data("rel-kura-operator-kube-state-metrics", "kura.yaml");
     assert_eq!(ksm, read("kube-state-metrics.yaml").trim_end());
+}
+
+/// `kubeVersion` admits the tested minors, 1.33 to 1.37 (with vendor
+/// suffixes), and refuses the ones around them, naming the range.
+#[test]
+fn the_chart_installs_on_the_tested_kubernetes_minors_only() {
+    let chart = chart_dir();
+    let render = |version: &str| {
+        helm(&[
+            "template",
+            "rel",
+            chart.to_str().unwrap(),
+            "--kube-version",
+            version,
+        ])
+    };
+    for ok in ["1.33.0", "1.34.2-eks-1234", "1.37.9"] {
+        let out = render(ok);
+        assert!(out.ok, "{ok}: {}", out.stderr);
+    }
+    for refused in ["1.32.9", "1.38.0"] {
+        let out = render(refused);
+        assert!(
+            !out.ok && out.stderr.contains(">=1.33.0-0 <1.38.0-0"),
+            "{refused}: {}",
+            out.stderr
+        );
+    }
 }
