@@ -15,6 +15,7 @@ pub mod claims;
 pub mod config_watch;
 pub mod context;
 pub mod controller;
+pub mod crd_check;
 pub mod diff;
 pub mod endpoint;
 pub mod gateway;

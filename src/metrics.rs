@@ -36,6 +36,11 @@ pub(crate) struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CrdLabel {
+    crd: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct LedgerLabel {
     pub(crate) ledger: &'static str,
 }
@@ -65,6 +70,7 @@ pub struct Metrics {
     rollout: Family<StateLabel, Gauge>,
     leader: Gauge,
     config_valid: Gauge,
+    crd_compatible: Family<CrdLabel, Gauge>,
     shards_filtered_by_server: Gauge,
     config_reloads: Family<ResultLabel, Counter>,
     status_writes: Family<ResultLabel, Counter>,
@@ -93,6 +99,7 @@ impl Default for Metrics {
         let rollout = Family::<StateLabel, Gauge>::default();
         let leader = Gauge::default();
         let config_valid = Gauge::default();
+        let crd_compatible = Family::<CrdLabel, Gauge>::default();
         let shards_filtered_by_server = Gauge::default();
         let config_reloads = Family::<ResultLabel, Counter>::default();
         let status_writes = Family::<ResultLabel, Counter>::default();
@@ -156,6 +163,11 @@ impl Default for Metrics {
             config_valid.clone(),
         );
         registry.register(
+            "crd_compatible",
+            "Per CRD: 1 while the installed CRD serves every field this operator reads and writes, 0 while it does not (missing, or an older schema): nothing is reconciled then",
+            crd_compatible.clone(),
+        );
+        registry.register(
             "shards_filtered_by_server",
             "1 while the apiserver filters the shard-local caches to the shards this process holds (server-side sharded list and watch), 0 while they hold the whole fleet",
             shards_filtered_by_server.clone(),
@@ -204,6 +216,7 @@ impl Default for Metrics {
             rollout,
             leader,
             config_valid,
+            crd_compatible,
             shards_filtered_by_server,
             config_reloads,
             scrape: Mutex::new(()),
@@ -302,6 +315,12 @@ impl Metrics {
 
     pub fn set_config_valid(&self, valid: bool) {
         self.config_valid.set(i64::from(valid));
+    }
+
+    pub fn set_crd_compatible(&self, crd: &str, compatible: bool) {
+        self.crd_compatible
+            .get_or_create(&CrdLabel { crd: crd.into() })
+            .set(i64::from(compatible));
     }
 
     pub fn count_config_reload(&self, valid: bool) {
@@ -503,5 +522,18 @@ pub(crate) mod tests {
         assert_eq!(value(&text, &format!("{reloads}\"invalid\"}}")), Some(1.0));
         m.set_config_valid(false);
         assert_eq!(value(&m.encode(&[]), "kura_config_valid"), Some(0.0));
+    }
+
+    #[test]
+    fn crd_compatibility_per_crd() {
+        let m = Metrics::default();
+        m.set_crd_compatible("kurainstances.kura.dev", false);
+        m.set_crd_compatible("kuragateways.kura.dev", true);
+        let text = m.encode(&[]);
+        let series = |crd: &str| format!("kura_crd_compatible{{crd=\"{crd}\"}}");
+        let instances = value(&text, &series("kurainstances.kura.dev"));
+        assert_eq!(instances, Some(0.0), "{text}");
+        let gateways = value(&text, &series("kuragateways.kura.dev"));
+        assert_eq!(gateways, Some(1.0), "{text}");
     }
 }

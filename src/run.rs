@@ -223,7 +223,7 @@ async fn run(
         probes.clone(),
         stopped(stop_rx.clone()),
     ));
-    check_crds(&client).await?;
+    let crds = check_crds(&client).await?;
     // Logging starts only now: a start-up failure is the one line main() prints
     // (kube's own error log of a failed connection would be a second one).
     crate::traces::init(&args.log_format, export, tokio::runtime::Handle::current())?;
@@ -254,6 +254,15 @@ async fn run(
     let (config_changed, config_state) =
         crate::config_watch::follow(source, config_text, config_tx, report);
     probes.set_config_state(config_state);
+    probes.set_crds(crate::crd_check::follow(
+        client.clone(),
+        crds,
+        crate::crd_check::Report {
+            gate: gate.clone(),
+            metrics: probes.metrics.clone(),
+            events: pod_events_target(&client, &reporter),
+        },
+    ));
     let instances_api: kube::Api<crate::api::KuraInstance> = match &args.namespace {
         Some(ns) => kube::Api::namespaced(client.clone(), ns),
         None => kube::Api::all(client.clone()),
@@ -534,22 +543,25 @@ fn first_line(e: &dyn std::fmt::Display) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
-/// Fail at start-up, in one line, when the CRDs are not installed.
-async fn check_crds(client: &kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    for name in ["kurainstances.kura.dev", "kuragateways.kura.dev"] {
-        match api.get_opt(name).await {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                return Err(format!("CRD {name} is not installed: kubectl apply -f crds/").into());
-            }
-            Err(e) => {
-                return Err(format!("cannot reach the apiserver to check CRD {name}: {e}").into());
-            }
-        }
-    }
-    Ok(())
+/// Fail at start-up, in one line, when the CRDs are not installed; the
+/// installed ones, for `crd_check` to judge (an incompatible one does not
+/// stop the process: it waits, unready, for the fix).
+async fn check_crds(
+    client: &kube::Client,
+) -> Result<Vec<crate::crd_check::Pair>, Box<dyn std::error::Error>> {
+    Ok(crate::crd_check::installed(client).await?)
+}
+
+/// Where `crd_check` publishes its Events: the operator's own Pod, when
+/// the downward API names it.
+fn pod_events_target(
+    client: &kube::Client,
+    reporter: &kube::runtime::events::Reporter,
+) -> Option<crate::crd_check::EventTarget> {
+    let var = |name: &str| std::env::var(name).ok();
+    let (name, namespace, uid) = (var("POD_NAME"), var("POD_NAMESPACE"), var("POD_UID"));
+    let pod = crate::config_watch::pod_reference(name, namespace, uid)?;
+    Some((client.clone(), reporter.clone(), pod))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //!
 //! Served from the first moment of `run`, before the apiserver is reached:
 //! `/healthz` says the process is alive, `/readyz` that it can do its job — the
+//! installed CRDs serve what it reads and writes (`crd_check`), the
 //! caches have synced, the configuration file on disk is the one in force and,
 //! under leader election, it leads or is a standby that can reach its Lease.
 //!
@@ -48,6 +49,8 @@ pub struct Probes {
     instances: OnceLock<Store<KuraInstance>>,
     leader: OnceLock<watch::Receiver<LeaderState>>,
     config: OnceLock<watch::Receiver<FileState>>,
+    /// Why the installed CRDs keep this process from acting (`crd_check`).
+    crds: OnceLock<watch::Receiver<Option<String>>>,
 }
 
 impl Probes {
@@ -72,6 +75,10 @@ impl Probes {
         let _ = self.config.set(state);
     }
 
+    pub fn set_crds(&self, state: watch::Receiver<Option<String>>) {
+        let _ = self.crds.set(state);
+    }
+
     /// Every reflector has listed once (`Store::wait_until_ready`).
     pub fn set_synced(&self) {
         self.synced.store(true, Ordering::Release);
@@ -91,6 +98,12 @@ impl Probes {
             return Err(format!(
                 "invalid {why}; the last valid configuration stays in force"
             ));
+        }
+        // Before the caches: an absent CRD also keeps them from listing.
+        if let Some(state) = self.crds.get()
+            && let Some(why) = &*state.borrow()
+        {
+            return Err(why.clone());
         }
         if !self.synced.load(Ordering::Acquire) {
             return Err("caches not synced".into());
@@ -170,6 +183,23 @@ mod tests {
             Err("invalid operator config /etc/c.yaml: regions: at least one region is required; the last valid configuration stays in force".to_string())
         );
         tx.send_replace(FileState::Valid);
+        assert_eq!(probes.ready(), Ok(()));
+    }
+
+    /// An incompatible CRD makes the operator unready with the reason, and
+    /// comes before the caches (which an absent CRD keeps from listing).
+    #[test]
+    fn unready_while_a_crd_is_not_compatible() {
+        let probes = Probes::default();
+        let (tx, rx) = watch::channel(Some("CRD kurainstances.kura.dev is not compatible".into()));
+        probes.set_crds(rx);
+        assert_eq!(
+            probes.ready(),
+            Err("CRD kurainstances.kura.dev is not compatible".to_string())
+        );
+        probes.set_synced();
+        assert!(probes.ready().is_err());
+        tx.send_replace(None);
         assert_eq!(probes.ready(), Ok(()));
     }
 

@@ -53,6 +53,12 @@ pub struct Gate {
     /// Shards whose Lease this process holds: work in flight for a shard is
     /// dropped the moment the shard leaves this set.
     holding: watch::Sender<BTreeSet<u32>>,
+    /// True while this process must act for no shard at all, leased or not
+    /// (an installed CRD that is not compatible: `crd_check`).
+    held: watch::Sender<bool>,
+    /// Counts the releases of a hold: each is an acquisition of every shard
+    /// acted for (`acquired`), however quickly the hold came and went.
+    releases: watch::Sender<u64>,
     busy: Mutex<BTreeMap<u32, usize>>,
     idle: Notify,
 }
@@ -65,6 +71,8 @@ impl Gate {
             leased: watch::channel(BTreeSet::new()).0,
             listed: Mutex::default(),
             holding: watch::channel(BTreeSet::new()).0,
+            held: watch::channel(false).0,
+            releases: watch::channel(0).0,
             busy: Mutex::default(),
             idle: Notify::new(),
         }
@@ -111,9 +119,13 @@ impl Gate {
         }
         let _busy = self.enter(shard);
         let mut holding = self.holding.subscribe();
+        let mut held = self.held.subscribe();
+        // The senders live in `self`, borrowed for as long as this runs: the
+        // waits end only by their condition.
         let lost = async move {
-            if holding.wait_for(|h| !h.contains(&shard)).await.is_err() {
-                std::future::pending::<()>().await;
+            tokio::select! {
+                _ = holding.wait_for(|h| !h.contains(&shard)) => {}
+                _ = held.wait_for(|held| *held) => {}
             }
         };
         tokio::select! {
@@ -176,9 +188,28 @@ impl Gate {
         self.refresh();
     }
 
-    /// `acting` = leased, and listed by every filtered cache.
+    /// Held: no shard is acted for, leased or not, and work in flight is
+    /// dropped (as when a Lease is lost); released: the leased shards are
+    /// acted for again, and `acquired` ticks so that everything let pass
+    /// meanwhile is reconciled.
+    pub fn hold(&self, held: bool) {
+        // Held first: work in flight is dropped before anything can start.
+        let changed = self
+            .held
+            .send_if_modified(|h| std::mem::replace(h, held) != held);
+        self.refresh();
+        if changed && !held {
+            self.releases.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// `acting` = leased, and listed by every filtered cache; nothing while held.
     fn refresh(&self) {
-        let leased = self.leased.borrow().clone();
+        let leased = if *self.held.borrow() {
+            BTreeSet::new()
+        } else {
+            self.leased.borrow().clone()
+        };
         let listed = self.listed.lock().unwrap();
         let acting: BTreeSet<u32> = leased
             .into_iter()
@@ -205,19 +236,29 @@ impl Gate {
     }
 
     /// One tick each time this process starts acting for a shard it did not
-    /// act for (at once if it acts for one already): what its predecessor
+    /// act for (at once if it acts for one already), and when a hold is
+    /// released while it acts for any: what its predecessor, or the hold,
     /// let pass is reconciled.
     pub fn acquired(&self) -> impl Stream<Item = ()> + Send + 'static {
         let rx = self.acting.subscribe();
-        futures::stream::unfold((rx, BTreeSet::new()), |(mut rx, mut was)| async move {
+        let releases = self.releases.subscribe();
+        let start = (rx, releases, BTreeSet::new(), 0);
+        futures::stream::unfold(start, |state| async move {
+            let (mut rx, mut releases, mut was, mut seen) = state;
             loop {
                 let now = rx.borrow_and_update().clone();
-                let gained = now.difference(&was).next().is_some();
+                let released = *releases.borrow_and_update();
+                let gained =
+                    now.difference(&was).next().is_some() || (released != seen && !now.is_empty());
                 was = now;
+                seen = released;
                 if gained {
-                    return Some(((), (rx, was)));
+                    return Some(((), (rx, releases, was, seen)));
                 }
-                rx.changed().await.ok()?;
+                tokio::select! {
+                    changed = rx.changed() => changed.ok()?,
+                    changed = releases.changed() => changed.ok()?,
+                }
             }
         })
     }

@@ -236,3 +236,44 @@ fn the_view_ages_leases_by_this_processs_clock() {
     let (_, stale) = at(&leases[3..4], 61);
     assert_eq!(stale, [member_b]);
 }
+
+/// Held (an incompatible CRD): nothing runs, leased or not, work in flight
+/// is dropped; released: the leased shards act again and `acquired` ticks,
+/// so that what passed meanwhile is reconciled.
+#[tokio::test]
+async fn a_held_gate_acts_for_nothing_and_its_release_is_an_acquisition() {
+    let g = gate(1);
+    let ns = namespace_of(1, 0);
+    g.follow(LeaderState {
+        leading: true,
+        healthy: true,
+    });
+    let mut ticks = std::pin::pin!(g.acquired());
+    tokio::time::timeout(Duration::from_secs(5), ticks.next())
+        .await
+        .unwrap();
+
+    let (step_tx, step_rx) = tokio::sync::oneshot::channel::<()>();
+    let wrote = std::sync::atomic::AtomicBool::new(false);
+    let work = async {
+        let _ = step_rx.await;
+        wrote.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let hold = async {
+        tokio::task::yield_now().await;
+        g.hold(true);
+        let _ = step_tx.send(());
+    };
+    let (out, ()) = tokio::join!(g.run(&ns, work), hold);
+    assert_eq!(out, None, "work in flight is dropped");
+    assert!(!wrote.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(!g.acts_for(&ns));
+    assert_eq!(g.run(&ns, async { 1 }).await, None, "nothing starts");
+
+    g.hold(false);
+    assert!(g.acts_for(&ns));
+    tokio::time::timeout(Duration::from_secs(5), ticks.next())
+        .await
+        .expect("released: everything is reconciled");
+    assert_eq!(g.run(&ns, async { 2 }).await, Some(2));
+}

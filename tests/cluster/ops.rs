@@ -1,11 +1,13 @@
 //! Running the operator: probes and metrics, leader election (also with its
 //! Lease requests hanging), an invalid configuration file at runtime, the
 //! chart's RBAC as the operator really uses it, a `helm upgrade` of the
-//! configuration, and start-up against a cluster without the CRDs. Each test runs the real binary
+//! configuration, start-up against a cluster without the CRDs, and CRDs older
+//! than the operator (`crds`). Each test runs the real binary
 //! against the real control plane.
 
 mod config;
 mod conventional;
+mod crds;
 mod leader;
 mod lists;
 mod logs;
