@@ -1,4 +1,7 @@
-//! The subcommands besides `run`: `crd` and `render` (offline), `diff` (read-only).
+//! The subcommands besides `run`: `crd` and `render` (offline), `diff` and
+//! `rollout status` (read-only).
+
+pub mod rollout_status;
 
 use std::fmt::Write as _;
 use std::io::Write as _;

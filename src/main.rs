@@ -41,10 +41,38 @@ enum Command {
     /// the live cluster, instance by instance. Exit code 0: no change; 1: changes
     /// (or instances that would not be applied); 2: an error.
     Diff(Box<kura_operator::diff::command::DiffArgs>),
+    /// Follow the operator's rollouts across the fleet (read-only).
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
 }
 
+#[derive(Subcommand)]
+enum RolloutCommand {
+    /// Where a fleet change stands, from what each instance's status reports.
+    ///
+    /// Exit code 0: every instance runs its desired revision (paused ones
+    /// left out); 1: the rollout is halted (failed or invalid instances
+    /// hold it); 2: still in progress (without --watch, or when --timeout
+    /// ran out); 3: a usage or cluster error.
+    Status(cli::rollout_status::StatusArgs),
+}
+
+/// `rollout status`'s exit code for a usage or cluster error (0 to 2 are
+/// its answers).
+const ROLLOUT_ERROR: u8 = 3;
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `rollout status` answers with 1 and 2: a usage error there is 3.
+        Err(e) if e.use_stderr() && std::env::args().nth(1).as_deref() == Some("rollout") => {
+            let _ = e.print();
+            return ExitCode::from(ROLLOUT_ERROR);
+        }
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Crd { output_dir } => cli::crd(output_dir.as_deref()),
         Command::Render(args) => cli::render(&args),
@@ -54,6 +82,14 @@ fn main() -> ExitCode {
             return cli::diff(*args).unwrap_or_else(|e| {
                 report(&*e);
                 ExitCode::from(2)
+            });
+        }
+        Command::Rollout {
+            command: RolloutCommand::Status(args),
+        } => {
+            return cli::rollout_status::status(args).unwrap_or_else(|e| {
+                report(&*e);
+                ExitCode::from(ROLLOUT_ERROR)
             });
         }
     };

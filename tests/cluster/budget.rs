@@ -23,14 +23,14 @@ const T: Duration = Duration::from_secs(300);
 
 /// The region's configuration with a rollout section and default pod
 /// resources (`memory`: a change of it changes every pod template).
-fn fleet_config(ns: &str, memory: &str, rollout: &str) -> String {
+pub(crate) fn fleet_config(ns: &str, memory: &str, rollout: &str) -> String {
     format!(
         "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
         config(ns, "host", "example.com/none")
     )
 }
 
-async fn annotate(ns: &TestNamespace, annotations: serde_json::Value) {
+pub(crate) async fn annotate(ns: &TestNamespace, annotations: serde_json::Value) {
     Api::<Namespace>::all(ns.client.clone())
         .patch(
             &ns.name,

@@ -50,6 +50,7 @@ mod readme;
 mod recovery;
 mod restart;
 mod retry_count;
+mod rollout_status;
 mod shards;
 mod stale_address;
 mod stall;

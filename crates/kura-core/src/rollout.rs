@@ -333,5 +333,7 @@ pub fn record(
     }
 }
 
+pub mod progress;
+
 #[cfg(test)]
 mod tests;
