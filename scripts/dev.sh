@@ -58,6 +58,7 @@ case "${1:-}" in
     cargo clippy --workspace --all-targets --locked -- -D warnings
     go test -C hack/control-plane/hostjournal ./...  # the node's host journal and its undo
     go test -C hack/kstatus ./...  # the kstatus reader of tests/cluster/health.rs
+    go test -C hack/fluxhealth ./...  # Flux's CEL reader with the chart's healthCheckExprs
     # Argo CD's health checks run with Debian's Lua 5.1 (tests/cluster/health.rs).
     if ! command -v lua5.1 >/dev/null; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 >/dev/null 2>&1 \

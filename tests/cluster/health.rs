@@ -1,8 +1,11 @@
 //! Health as the tools people run read it, from live objects: kstatus
 //! (sigs.k8s.io/cli-utils, the library of Flux's health checks and kpt, run by
-//! hack/kstatus), `kubectl wait --for=condition=Ready`, and the Argo CD health
-//! checks of hack/argocd (Lua, run with Debian's `lua5.1`: Argo CD's
-//! interpreter is Lua 5.1), also on their own test cases.
+//! hack/kstatus), Flux with the chart's `healthCheckExprs`
+//! (files/flux-health-checks.yaml, evaluated by Flux's own CEL status reader,
+//! github.com/fluxcd/pkg/runtime/cel, run by hack/fluxhealth), `kubectl wait
+//! --for=condition=Ready`, and the Argo CD health checks of hack/argocd (Lua,
+//! run with Debian's `lua5.1`: Argo CD's interpreter is Lua 5.1), also on their
+//! own test cases.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -53,6 +56,51 @@ fn kstatus(object: &Value) -> (String, String) {
     (
         line["status"].as_str().unwrap().to_string(),
         line["message"].as_str().unwrap().to_string(),
+    )
+}
+
+/// hack/fluxhealth, built once per test binary.
+fn fluxhealth_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fluxhealth");
+        let status = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(repo().join("hack/fluxhealth"))
+            .status()
+            .expect("go build hack/fluxhealth");
+        assert!(status.success(), "go build hack/fluxhealth failed");
+        out
+    })
+    .clone()
+}
+
+/// What Flux's health check makes of `object` with the chart's
+/// `healthCheckExprs`: (status, evaluation error). An expression Flux cannot
+/// evaluate gives Unknown, which Flux's wait treats as not ready yet.
+fn flux(object: &Value) -> (String, String) {
+    let checks = repo().join("charts/kura-operator/files/flux-health-checks.yaml");
+    let mut child = Command::new(fluxhealth_bin())
+        .arg(checks)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run fluxhealth");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(object.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "fluxhealth failed on {object}");
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        line["status"].as_str().unwrap().to_string(),
+        line["error"].as_str().unwrap_or_default().to_string(),
     )
 }
 
@@ -220,6 +268,9 @@ fn kstatus_reads_each_recorded_shape() {
         ("KuraInstance", "stalled", "Failed"),
         ("KuraInstance", "invalid", "Failed"),
         ("KuraInstance", "paused", "Current"),
+        ("KuraInstance", "paused-expired-stalled", "Failed"),
+        ("KuraInstance", "paused-expired-ready", "Current"),
+        ("KuraInstance", "paused-not-seen", "InProgress"),
         ("KuraGateway", "ready", "Current"),
         ("KuraGateway", "no-status", "Current"),
         ("KuraGateway", "old-generation", "InProgress"),
@@ -230,6 +281,40 @@ fn kstatus_reads_each_recorded_shape() {
         let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let (status, message) = kstatus(&object);
         assert_eq!(status, expected, "{kind} {file}: {message}");
+    }
+}
+
+/// Flux with the chart's `healthCheckExprs` on the same recorded objects:
+/// where kstatus alone calls an instance without status Current, Flux waits.
+#[test]
+fn flux_health_checks_read_each_recorded_shape() {
+    for (kind, file, expected) in [
+        ("KuraInstance", "ready", "Current"),
+        ("KuraInstance", "activating", "InProgress"),
+        ("KuraInstance", "no-status", "Unknown"),
+        ("KuraInstance", "old-generation", "InProgress"),
+        ("KuraInstance", "stalled", "Failed"),
+        ("KuraInstance", "invalid", "Failed"),
+        ("KuraInstance", "paused", "Current"),
+        ("KuraInstance", "paused-expired-stalled", "Failed"),
+        ("KuraInstance", "paused-expired-ready", "Current"),
+        ("KuraInstance", "paused-not-seen", "InProgress"),
+        ("KuraGateway", "ready", "Current"),
+        ("KuraGateway", "no-status", "Unknown"),
+        ("KuraGateway", "old-generation", "InProgress"),
+        ("KuraGateway", "stalled", "Failed"),
+        ("KuraGateway", "retrying", "InProgress"),
+    ] {
+        let path = argo_dir(kind).join("testdata").join(format!("{file}.yaml"));
+        let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (status, error) = flux(&object);
+        assert_eq!(status, expected, "{kind} {file}: {error}");
+        if status == "Unknown" {
+            assert!(
+                error.contains("no such attribute"),
+                "{kind} {file}: {error}"
+            );
+        }
     }
 }
 
@@ -257,17 +342,35 @@ fn kubectl_wait(ns: &str, name: &str, condition: &str, timeout: &str) -> bool {
         .success()
 }
 
+/// The phase the operator reports for `name`, once it has observed the
+/// current generation.
+async fn wait_phase(instances: &Api<KuraInstance>, name: &str, phase: Phase) {
+    wait_for(
+        &format!("{name} to be {phase:?} at its generation"),
+        Duration::from_secs(90),
+        || async {
+            let i = instances.get(name).await.ok()?;
+            let s = i.status?;
+            (s.phase == Some(phase) && s.observed_generation == i.metadata.generation).then_some(())
+        },
+    )
+    .await;
+}
+
 /// An instance before the operator's first status, applied, after a spec
-/// change the operator has not seen, Stalled and paused, as kstatus, `kubectl
-/// wait` and the Argo CD check read each.
+/// change the operator has not seen, Stalled, invalid, paused, and with a
+/// pause whose end has passed (Stalled, and resumed to Ready), as kstatus,
+/// Flux with the chart's health checks, `kubectl wait` and the Argo CD check
+/// read each.
 #[tokio::test]
-async fn kstatus_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() {
+async fn kstatus_flux_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() {
     let ns = TestNamespace::new("health").await;
     let classes = shared_class(&ns).await;
     let _policy = crate::stall::deny_big_statefulsets(&ns).await;
     let instances: Api<KuraInstance> = ns.api();
 
-    // Before any status: kstatus cannot tell (Current, documented), Argo CD waits.
+    // Before any status: kstatus cannot tell (Current, documented); Argo CD
+    // and Flux with the chart's checks wait (Flux: Unknown, not Current).
     apply_json(
         &instances,
         "test",
@@ -277,6 +380,7 @@ async fn kstatus_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() 
     .unwrap();
     let early = live(&instances, "early").await;
     assert_eq!(kstatus(&early).0, "Current");
+    assert_eq!(flux(&early).0, "Unknown", "{}", flux(&early).1);
     assert_eq!(
         argo_health("KuraInstance", &early),
         (
@@ -304,6 +408,7 @@ async fn kstatus_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() 
     let phase_now = applied["status"]["phase"].as_str().unwrap_or_default();
     if phase_now == format!("{phase:?}") {
         assert_eq!(kstatus(&applied).0, expected.0, "{phase:?}");
+        assert_eq!(flux(&applied).0, expected.0, "{phase:?}");
         assert_eq!(
             argo_health("KuraInstance", &applied).0,
             expected.1,
@@ -325,6 +430,7 @@ async fn kstatus_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() 
     let (status, message) = kstatus(&changed);
     assert_eq!(status, "InProgress", "{message}");
     assert!(message.contains("generation is 2"), "{message}");
+    assert_eq!(flux(&changed).0, "InProgress");
     assert_eq!(argo_health("KuraInstance", &changed).0, "Progressing");
     assert!(
         !kubectl_wait(&ns.name, "early", "Valid", "2s"),
@@ -348,30 +454,83 @@ async fn kstatus_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instance() 
     let (status, message) = kstatus(&stalled);
     assert_eq!(status, "Failed");
     assert!(message.contains("at most 2 replicas"), "{message}");
+    assert_eq!(flux(&stalled).0, "Failed");
     let (health, why) = argo_health("KuraInstance", &stalled);
     assert_eq!(health, "Degraded");
     assert!(why.contains("at most 2 replicas"), "{why}");
 
-    // Paused: settled for kstatus (a Flux health check goes on), Suspended
-    // for Argo CD, and no Ready for kubectl wait.
-    let patch = json!({"spec": {"paused": true}});
+    // Invalid (a region the configuration does not know): failed for all.
+    let mut bad = instance("bad", "registry.example/kura:1.0.0");
+    bad["spec"]["region"] = json!("nowhere");
+    apply_json(&instances, "test", bad).await.unwrap();
+    wait_phase(&instances, "bad", Phase::Invalid).await;
+    let invalid = live(&instances, "bad").await;
+    assert_eq!(kstatus(&invalid).0, "Failed");
+    assert_eq!(flux(&invalid).0, "Failed");
+    let (health, why) = argo_health("KuraInstance", &invalid);
+    assert_eq!(health, "Degraded");
+    assert!(why.contains("spec.region"), "{why}");
+
+    // Paused until an hour from now: settled for kstatus and Flux (a Flux
+    // health check goes on), Suspended for Argo CD with who, why and until
+    // when, and no Ready for kubectl wait.
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    let pause = |until: jiff::Timestamp| json!({"spec": {"paused": true, "pause": {"by": "alice", "reason": "migration", "until": until.to_string()}}});
     instances
-        .patch("early", &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            "early",
+            &PatchParams::default(),
+            &Patch::Merge(&pause(later)),
+        )
         .await
         .unwrap();
-    wait_for("early to be Paused", Duration::from_secs(60), || async {
-        let s = instances.get("early").await.ok()?.status?;
-        (s.phase == Some(Phase::Paused)).then_some(())
-    })
-    .await;
+    wait_phase(&instances, "early", Phase::Paused).await;
     let paused = live(&instances, "early").await;
     let (status, message) = kstatus(&paused);
     assert_eq!(
         status, "Current",
         "a paused instance reads {status}: {message}"
     );
-    assert_eq!(argo_health("KuraInstance", &paused).0, "Suspended");
+    assert_eq!(flux(&paused).0, "Current");
+    let (health, why) = argo_health("KuraInstance", &paused);
+    assert_eq!(health, "Suspended");
+    assert!(why.contains("paused by alice (migration)"), "{why}");
+    assert!(why.contains(&later.to_string()), "{why}");
     assert!(!kubectl_wait(&ns.name, "early", "Ready", "2s"));
+
+    // The pause's end has passed: the operator resumed, spec.paused is still
+    // true. Resumed to Ready: Healthy, not Suspended.
+    let past = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(1);
+    instances
+        .patch(
+            "early",
+            &PatchParams::default(),
+            &Patch::Merge(&pause(past)),
+        )
+        .await
+        .unwrap();
+    wait_phase(&instances, "early", Phase::Ready).await;
+    let resumed = live(&instances, "early").await;
+    assert_eq!(resumed["spec"]["paused"], json!(true));
+    assert_eq!(kstatus(&resumed).0, "Current");
+    assert_eq!(flux(&resumed).0, "Current");
+    assert_eq!(argo_health("KuraInstance", &resumed).0, "Healthy");
+    assert!(kubectl_wait(&ns.name, "early", "Ready", "10s"));
+
+    // An ended pause on the instance the policy refuses: the operator
+    // resumed and it is Stalled again: Degraded, Failed, whatever the spec.
+    instances
+        .patch("big", &PatchParams::default(), &Patch::Merge(&pause(past)))
+        .await
+        .unwrap();
+    wait_phase(&instances, "big", Phase::Stalled).await;
+    let stalled = live(&instances, "big").await;
+    assert_eq!(stalled["spec"]["paused"], json!(true));
+    assert_eq!(kstatus(&stalled).0, "Failed");
+    assert_eq!(flux(&stalled).0, "Failed");
+    let (health, why) = argo_health("KuraInstance", &stalled);
+    assert_eq!(health, "Degraded", "{why}");
+    assert!(why.contains("at most 2 replicas"), "{why}");
     drop(op);
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())
