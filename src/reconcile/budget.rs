@@ -229,7 +229,11 @@ pub async fn take_shared_slot(
     let all = stores.instances.state();
     let uid = instance.metadata.uid.clone().unwrap_or_default();
     let key = order_key(instance, config);
-    let seen = |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&stores.instances, e);
+    // An entry of a paused or deleting instance holds no slot, as the fleet
+    // counts none for it.
+    let seen = |e: &crate::shard::ledger::Entry| {
+        crate::shards::ledger::seen_unless(&stores.instances, e, |i| out_of_rollouts(i, now))
+    };
     ledger
         .reserve(now, seen, |entries| {
             let pending: Vec<OrderKey> = entries

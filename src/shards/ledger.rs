@@ -195,7 +195,9 @@ impl Ledger {
     /// The one write of a reservation (or a batch of them): read (the copy
     /// when there is one), decide, write with the resourceVersion read; a
     /// write refused because another came first reads again and decides
-    /// again. `decide` is asked at least once.
+    /// again. `decide` is asked at least once. A ledger with an entry dated
+    /// ahead (`ledger::dated_ahead`) is written without it even when nothing
+    /// is reserved.
     async fn commit(
         &self,
         copy: &mut Option<ConfigMap>,
@@ -214,13 +216,15 @@ impl Ledger {
             let text = copy
                 .as_ref()
                 .and_then(|cm| cm.data.as_ref()?.get(DATA_KEY).cloned());
-            let entries: Vec<Entry> =
-                ledger::live(ledger::parse(text.as_deref()), now, ledger::TTL)
-                    .into_iter()
-                    .filter(|e| ledger::stands(e, seen(e), now))
-                    .collect();
+            let parsed = ledger::parse(text.as_deref());
+            // Written though nothing is reserved: kept, it would count later.
+            let dated_ahead = parsed.iter().any(|e| ledger::dated_ahead(&e.at, now));
+            let entries: Vec<Entry> = ledger::live(parsed, now, ledger::TTL)
+                .into_iter()
+                .filter(|e| ledger::stands(e, seen(e), now))
+                .collect();
             let new = decide(&entries);
-            if new.is_empty() {
+            if new.is_empty() && !dated_ahead {
                 if read == Read::Copy {
                     // Another replica may have ended what held this back.
                     read = Read::Fresh;
@@ -393,13 +397,25 @@ fn shared_error(e: &kube::Error) -> kube::Error {
 /// a lookup of the instance the entry names, not a scan of the fleet (each
 /// reservation asks this of every live entry).
 pub fn seen(instances: &Store<KuraInstance>, entry: &Entry) -> Seen {
+    seen_unless(instances, entry, |_| false)
+}
+
+/// [`seen`], where the entry's instance is [`Seen::Out`] when `out` says it
+/// can hold nothing of what the entry reserves (of the budget: paused or
+/// being deleted).
+pub fn seen_unless(
+    instances: &Store<KuraInstance>,
+    entry: &Entry,
+    out: impl Fn(&KuraInstance) -> bool,
+) -> Seen {
     let Some((namespace, name)) = ledger::instance_of(entry).split_once('/') else {
         return Seen::Nothing;
     };
     match instances.get(&ObjectRef::new(name).within(namespace)) {
         None => Seen::Nothing,
-        Some(i) if i.metadata.uid.as_deref() == Some(entry.uid.as_str()) => Seen::Instance,
-        Some(_) => Seen::Replaced,
+        Some(i) if i.metadata.uid.as_deref() != Some(entry.uid.as_str()) => Seen::Replaced,
+        Some(i) if out(&i) => Seen::Out,
+        Some(_) => Seen::Instance,
     }
 }
 
@@ -442,5 +458,12 @@ mod tests {
         assert_eq!(seen(&store, &entry("a/one", "u0", None)), Seen::Replaced);
         assert_eq!(seen(&store, &entry("b/one", "u1", None)), Seen::Nothing);
         assert_eq!(seen(&store, &entry("not-a-key", "u1", None)), Seen::Nothing);
+        // Out (for the budget: paused or being deleted) only as the instance
+        // of the entry's uid.
+        let out = |i: &KuraInstance| i.metadata.name.as_deref() == Some("one");
+        let mine = entry("a/one", "u1", None);
+        assert_eq!(seen_unless(&store, &mine, out), Seen::Out);
+        let earlier = entry("a/one", "u0", None);
+        assert_eq!(seen_unless(&store, &earlier, out), Seen::Replaced);
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Patch, PatchParams};
+use kura_operator::shard::ledger;
 
 use super::*;
 
@@ -90,4 +92,178 @@ async fn a_forged_ledger_neither_breaks_the_budget_nor_wedges_the_rollout() {
         !text.as_deref().unwrap_or_default().contains("00000000-"),
         "{text:?}"
     );
+}
+
+/// Well under the entries' TTL (60 s), which is how long an entry of a
+/// paused or deleting instance dated now would hold the only slot, and far
+/// under the 119 s one dated 59 s ahead held it (its age was taken as an
+/// absolute value); a join and an admission on a loaded machine.
+const PROMPT: Duration = Duration::from_secs(30);
+
+/// Long enough to see how long the slot was held before the fix (119 s).
+const MEASURE: Duration = Duration::from_secs(150);
+
+/// The budget's ledger as `entries` (`(key, uid, at)`), written by hand.
+async fn write_ledger(bench: &Bench, entries: &[(String, String, Timestamp)]) {
+    let entries: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|(key, uid, at)| json!({"key": key, "uid": uid, "at": at.to_string()}))
+        .collect();
+    let ledgers: Api<ConfigMap> = Api::namespaced(bench.client.clone(), HOME);
+    let _ = ledgers.delete(LEDGER, &Default::default()).await;
+    let body = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": LEDGER},
+        "data": {"entries": json!(entries).to_string()},
+    });
+    apply_json(&ledgers, "hand", body).await.unwrap();
+}
+
+/// How long after `started` the first of `keys` (`namespace/name`) was
+/// admitted in `timeline`, waiting up to [`MEASURE`].
+async fn first_admission(timeline: &Timeline, started: Instant, keys: &[String]) -> Duration {
+    wait_for("an admission", MEASURE, || async {
+        let timeline = timeline.lock().unwrap();
+        timeline
+            .iter()
+            .find(|(at, key, s)| {
+                *at >= started && keys.contains(key) && *s == Some(RolloutState::Admitted)
+            })
+            .map(|(at, ..)| at.duration_since(started))
+    })
+    .await
+}
+
+/// The budget's ledger's text now.
+async fn ledger_text(bench: &Bench) -> String {
+    let ledger = Api::<ConfigMap>::namespaced(bench.client.clone(), HOME)
+        .get(LEDGER)
+        .await
+        .unwrap();
+    let mut data = ledger.data.unwrap_or_default();
+    data.remove("entries").unwrap_or_default()
+}
+
+/// `namespace/i-<k>` and the uid of that instance, from `patched`.
+fn key_and_uid(k: usize, patched: &KuraInstance) -> (String, String) {
+    let ns = patched.metadata.namespace.clone().unwrap();
+    (format!("{ns}/i-{k}"), patched.metadata.uid.clone().unwrap())
+}
+
+/// The issue's entry and its kin, by hand, with the real uids of their
+/// instances: an admission of a paused instance dated 59 s ahead, one of a
+/// paused instance dated now, one of an instance being deleted (held by
+/// someone else's finalizer) dated now. None holds the fleet's only slot:
+/// the last instance's change is admitted at once.
+#[tokio::test]
+async fn entries_of_paused_or_deleting_instances_or_dated_ahead_hold_no_slot() {
+    let (bench, a, b, _) = paced("shards-out", 38, 1).await;
+    let ns = |k: usize| bench.namespaces[k].0.clone();
+    let pause = json!({"spec": {"paused": true, "pause": {"by": "test", "reason": "a hold"}}});
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    let params = PatchParams::default();
+    let mut held = Vec::new();
+    for (k, patch) in [(0, &pause), (1, &pause), (2, &hold)] {
+        let api = bench.instances(&ns(k));
+        let name = format!("i-{k}");
+        let patched = api.patch(&name, &params, &Patch::Merge(patch)).await;
+        held.push(key_and_uid(k, &patched.unwrap()));
+    }
+    let deleting = bench.instances(&ns(2));
+    deleting.delete("i-2", &Default::default()).await.unwrap();
+
+    let now = Timestamp::now();
+    let ahead = now + SignedDuration::from_secs(59);
+    let dated = [ahead, now, now];
+    let entries: Vec<_> = held
+        .iter()
+        .zip(dated)
+        .map(|((key, uid), at)| (key.clone(), uid.clone(), at))
+        .collect();
+    write_ledger(&bench, &entries).await;
+
+    let (timeline, watch) = follow(bench.client.clone());
+    let started = change_every_pod(&a, &b);
+    let last = format!("{}/i-3", ns(3));
+    let admitted = first_admission(&timeline, started, &[last]).await;
+    watch.abort();
+    eprintln!("the last instance admitted after {admitted:?}");
+    assert!(
+        admitted < PROMPT,
+        "the entries of paused, deleting and future-dated admissions held the only slot: \
+         the last instance admitted after {admitted:?}"
+    );
+    // Its admission's write left none of them in the ledger.
+    let text = ledger_text(&bench).await;
+    for (_, uid) in &held {
+        assert!(!text.contains(uid.as_str()), "{text}");
+    }
+}
+
+/// An entry dated more than the clocks' skew ahead is dropped when it is
+/// read, even by a read that reserves nothing: left there, it would count
+/// once the clock came within the skew of its date, for a TTL from then.
+/// Here an entry dated now holds the only slot for its TTL (60 s), as a
+/// replica's admission would, and one dated 59 s ahead would take it over
+/// until 119 s; both for instances the change does not restart (their own
+/// memory request). The next admission comes when the first entry ends.
+#[tokio::test]
+async fn an_entry_dated_ahead_is_dropped_when_read_not_counted_later() {
+    let (bench, a, b, _) = paced("shards-ahead", 39, 1).await;
+    let ns = |k: usize| bench.namespaces[k].0.clone();
+    // The fleet's change (the regions' default request) does not reach them.
+    let own = json!({"spec": {"resources": {"requests": {"memory": "256Mi"}}}});
+    let params = PatchParams::default();
+    let mut unchanged = Vec::new();
+    for k in [0, 1] {
+        let api = bench.instances(&ns(k));
+        let name = format!("i-{k}");
+        let patched = api.patch(&name, &params, &Patch::Merge(&own)).await;
+        unchanged.push(key_and_uid(k, &patched.unwrap()));
+    }
+    for k in [0, 1] {
+        let api = bench.instances(&ns(k));
+        wait_for(
+            "its own request applied",
+            Duration::from_secs(60),
+            || async {
+                let i = api.get(&format!("i-{k}")).await.ok()?;
+                let s = i.status?;
+                let done = s.phase == Some(Phase::Ready)
+                    && s.observed_generation.is_some()
+                    && s.observed_generation == i.metadata.generation
+                    && s.applied_revision == s.desired_revision;
+                done.then_some(())
+            },
+        )
+        .await;
+    }
+
+    let now = Timestamp::now();
+    let dated = [now, now + SignedDuration::from_secs(59)];
+    let entries: Vec<_> = unchanged
+        .iter()
+        .zip(dated)
+        .map(|((key, uid), at)| (key.clone(), uid.clone(), at))
+        .collect();
+    write_ledger(&bench, &entries).await;
+
+    let (timeline, watch) = follow(bench.client.clone());
+    let started = change_every_pod(&a, &b);
+    let changed = [2, 3].map(|k| format!("{}/i-{k}", ns(k)));
+    let admitted = first_admission(&timeline, started, &changed).await;
+    watch.abort();
+    eprintln!("the first admission after {admitted:?}");
+    assert!(
+        admitted > Duration::from_secs(40),
+        "the entry dated now held the slot for its TTL: the first admission after {admitted:?}"
+    );
+    assert!(
+        admitted < ledger::TTL + PROMPT,
+        "the entry dated ahead did not take the slot over: the first admission after {admitted:?}"
+    );
+    let text = ledger_text(&bench).await;
+    for (_, uid) in &unchanged {
+        assert!(!text.contains(uid.as_str()), "{text}");
+    }
 }

@@ -6,6 +6,13 @@
 //! moment one is refused (409), reads again and decides again. An entry lasts
 //! `ttl`, long enough for every cache to show what it reserved (the admission
 //! record, the Ingress); after that the cluster is the record.
+//!
+//! Anyone who may write the ConfigMap can write an entry, so an entry's date
+//! is not trusted either ([`age`]): one dated more than [`SKEW`] ahead of the
+//! reader's clock holds nothing and is dropped when read ([`dated_ahead`]),
+//! and one dated less counts from its date, so no entry counts for longer
+//! than `ttl + SKEW` after a replica first reads it. An entry whose instance
+//! is gone, paused or being deleted holds no slot of the budget ([`stands`]).
 
 use std::time::Duration;
 
@@ -49,17 +56,46 @@ pub fn render(entries: &[Entry]) -> String {
     serde_json::to_string(entries).unwrap_or_else(|_| "[]".into())
 }
 
-/// The entries that still count at `now`: younger than `ttl`. One dated
-/// more than `ttl` ahead (another node's clock, or a hand) counts for nothing,
-/// so no entry can count for longer than a clock's skew plus `ttl`.
+/// How far ahead of the reader's clock an entry may be dated and still
+/// count: the writer's clock may run ahead of the reader's by that much.
+/// Nodes' clocks are kept within milliseconds of each other (NTP); 5 s
+/// leaves room for one that is off by far more, and is small beside the
+/// TTL (a forged entry gains at most that) and beside [`UNSEEN`].
+pub const SKEW: Duration = Duration::from_secs(5);
+
+/// How old an entry dated `at` is at `now`, or `None` when it cannot count:
+/// unreadable, or [`dated_ahead`]. One dated up to [`SKEW`] ahead is as old
+/// as one written now, and ages from its date.
+pub fn age(at: &str, now: Timestamp) -> Option<Duration> {
+    if dated_ahead(at, now) {
+        return None;
+    }
+    let at = at.parse::<Timestamp>().ok()?;
+    Some(Duration::try_from(now.duration_since(at)).unwrap_or_default())
+}
+
+/// Whether an entry dated `at` is dated more than [`SKEW`] ahead of `now`:
+/// no replica wrote that (a hand did, or a clock that is wrong), so it holds
+/// nothing. Such an entry is dropped from the ledger when it is read: left
+/// there, it would count once the clock came within [`SKEW`] of its date,
+/// and for a TTL from then (one dated 59 s ahead: 119 s in all).
+pub fn dated_ahead(at: &str, now: Timestamp) -> bool {
+    at.parse::<Timestamp>()
+        .is_ok_and(|at| Duration::try_from(at.duration_since(now)).is_ok_and(|ahead| ahead > SKEW))
+}
+
+/// Whether an entry dated `at` still counts at `now`: younger than `ttl`
+/// by [`age`]. So, with an entry [`dated_ahead`] dropped when read, none
+/// counts for longer than `ttl + SKEW` from when a replica first reads it.
+pub fn counts(at: &str, now: Timestamp, ttl: Duration) -> bool {
+    age(at, now).is_some_and(|age| age < ttl)
+}
+
+/// The entries that still count at `now` ([`counts`]).
 pub fn live(entries: Vec<Entry>, now: Timestamp, ttl: Duration) -> Vec<Entry> {
-    let ttl = jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX);
     entries
         .into_iter()
-        .filter(|e| {
-            e.at.parse::<Timestamp>()
-                .is_ok_and(|at| now.duration_since(at).abs() < ttl)
-        })
+        .filter(|e| counts(&e.at, now, ttl))
         .collect()
 }
 
@@ -75,6 +111,10 @@ pub const UNSEEN: Duration = Duration::from_secs(10);
 pub enum Seen {
     /// The instance of the entry's uid.
     Instance,
+    /// The instance of the entry's uid, which can hold nothing of what the
+    /// entry reserves (of the budget: it is paused or being deleted, and the
+    /// fleet counts no slot for it either).
+    Out,
     /// Another instance of the entry's `namespace/name`: the entry's was
     /// deleted (and the name taken again).
     Replaced,
@@ -93,18 +133,13 @@ pub fn instance_of(entry: &Entry) -> &str {
 /// replica may die between its reservation and what would have ended it; so
 /// an entry whose instance is gone holds nothing: at once when another
 /// instance has its name, after [`UNSEEN`] when the cache shows no instance
-/// of it at all. Any other entry stands for its TTL ([`live`]).
+/// of it at all. Nor does one whose instance is out ([`Seen::Out`]). Any
+/// other entry stands for its TTL ([`live`]).
 pub fn stands(entry: &Entry, seen: Seen, now: Timestamp) -> bool {
     match seen {
         Seen::Instance => true,
-        Seen::Replaced => false,
-        Seen::Nothing => {
-            let unseen = jiff::SignedDuration::try_from(UNSEEN).unwrap_or_default();
-            entry
-                .at
-                .parse::<Timestamp>()
-                .is_ok_and(|at| now.duration_since(at).abs() < unseen)
-        }
+        Seen::Replaced | Seen::Out => false,
+        Seen::Nothing => counts(&entry.at, now, UNSEEN),
     }
 }
 

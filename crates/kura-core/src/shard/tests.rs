@@ -230,6 +230,53 @@ fn ledger_entries_count_for_their_ttl_only() {
     assert_eq!(ledger::parse(None), []);
 }
 
+/// The ledger is anyone's to write, so an entry's date is not trusted: one
+/// dated ahead counts from its date only within the clocks' skew, and holds
+/// nothing beyond it (issue: one dated 59 s ahead held a slot for 118 s).
+#[test]
+fn a_ledger_entry_counts_for_its_ttl_from_no_later_than_now_plus_the_skew() {
+    use ledger::{SKEW, TTL, age, counts, dated_ahead};
+    use std::time::Duration;
+    let now: jiff::Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+    let at = |secs: i64| (now + jiff::SignedDuration::from_secs(secs)).to_string();
+    assert_eq!(SKEW, Duration::from_secs(5));
+    // Past, now, and its TTL's end: it counts while younger than the TTL.
+    assert_eq!(age(&at(-30), now), Some(Duration::from_secs(30)));
+    assert_eq!(age(&at(0), now), Some(Duration::ZERO));
+    assert!(counts(&at(-30), now, TTL));
+    assert!(counts(&at(0), now, TTL));
+    assert!(counts(&at(-59), now, TTL));
+    assert!(!counts(&at(-60), now, TTL), "at its TTL it has ended");
+    assert!(!counts(&at(-3600), now, TTL));
+    // Slightly ahead (a writer's clock a little fast): as if written now,
+    // and it ends at its own date plus the TTL, within TTL + SKEW of now.
+    assert_eq!(age(&at(3), now), Some(Duration::ZERO));
+    assert_eq!(age(&at(5), now), Some(Duration::ZERO));
+    assert!(counts(&at(5), now, TTL));
+    let later = |secs: i64| now + jiff::SignedDuration::from_secs(secs);
+    assert!(counts(&at(5), later(64), TTL));
+    assert!(!counts(&at(5), later(65), TTL));
+    // Further ahead than any clock's skew: not trusted, it holds nothing,
+    // whether a second past the skew, within the TTL or an hour ahead.
+    for ahead in [6, 30, 59, 60, 61, 3600] {
+        assert_eq!(age(&at(ahead), now), None, "{ahead} s ahead");
+        assert!(!counts(&at(ahead), now, TTL), "{ahead} s ahead");
+    }
+    // The issue's entry, 59 s ahead: nothing, and to be dropped when read,
+    // until the clock is within the skew of its date (had nobody read it
+    // before: then it counts, for its own TTL).
+    for t in [0, 30, 53] {
+        assert!(dated_ahead(&at(59), later(t)), "after {t} s");
+        assert!(!counts(&at(59), later(t), TTL), "after {t} s");
+    }
+    assert!(!dated_ahead(&at(59), later(54)));
+    assert!(counts(&at(59), later(54), TTL));
+    assert!(!counts(&at(59), later(119), TTL));
+    assert!(!dated_ahead(&at(5), now) && !dated_ahead(&at(-600), now));
+    assert_eq!(age("not a time", now), None);
+    assert!(!dated_ahead("not a time", now));
+}
+
 #[test]
 fn a_ledger_entry_replaces_its_key_and_names_another_holder() {
     let entries = ledger::with(
@@ -265,15 +312,29 @@ fn an_entry_whose_instance_is_gone_holds_nothing() {
     assert!(stands(&fresh, Seen::Nothing, now));
     assert!(!stands(&older, Seen::Nothing, now));
     assert!(!stands(&entry("ns/a", "1", "never"), Seen::Nothing, now));
-    // Dated ahead (a hand, or a clock): no longer than one unseen.
+    // Dated ahead (a hand, or a clock): no longer than one unseen, and
+    // nothing when further ahead than the clocks' skew.
+    assert!(stands(
+        &entry("ns/a", "1", "2026-12-01T12:00:04Z"),
+        Seen::Nothing,
+        now
+    ));
+    assert!(!stands(
+        &entry("ns/a", "1", "2026-12-01T12:00:08Z"),
+        Seen::Nothing,
+        now
+    ));
     assert!(!stands(
         &entry("ns/a", "1", "2026-12-01T12:00:50Z"),
         Seen::Nothing,
         now
     ));
-    assert!(stands(
-        &entry("ns/a", "1", "2026-12-01T12:00:50Z"),
-        Seen::Instance,
+    // Its instance paused or being deleted (`Seen::Out`): nothing, however
+    // fresh.
+    assert!(!stands(&fresh, Seen::Out, now));
+    assert!(!stands(
+        &entry("ns/a", "1", "2026-12-01T12:00:00Z"),
+        Seen::Out,
         now
     ));
     let mut host = entry("h.example", "1", "t");
