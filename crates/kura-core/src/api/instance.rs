@@ -54,6 +54,7 @@ pub const MAX_ALIASES: usize = 8;
     printcolumn(name = "Applied", type_ = "string", json_path = ".status.appliedRevisionShort"),
     printcolumn(name = "Class", type_ = "string", json_path = ".status.gateway.ingressClassName"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Rollout", type_ = "string", json_path = ".status.rollout.state"),
     printcolumn(name = "Shard", type_ = "string", json_path = ".status.shard"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("self.metadata.name.size() <= 40").message("metadata.name: must be at most 40 characters (children append suffixes)"),
