@@ -605,3 +605,125 @@ async fn a_bad_window_is_refused_at_admission_and_an_unknown_zone_is_invalid() {
     .await;
     s.finish().await;
 }
+
+/// Every pause end and window the apiserver admits, the operator honours
+/// (a pause until the end of the year 9999 pauses, it is not Invalid; a
+/// window of `1h30m` is one); each one it refuses, naming the field, the
+/// operator's own validation (for objects that predate the CRD) refuses too.
+#[tokio::test]
+async fn admission_and_the_operator_agree_on_every_time_and_duration() {
+    let rollout = "  maxUnavailable: 1\n";
+    let s = Setup::new("window-agree", rollout, vec![]).await;
+    let config =
+        kura_operator::config::OperatorConfig::parse(&window_config(&s.ns.name, "256Mi", rollout))
+            .unwrap();
+    let paused = |until: &str| json!({"paused": true, "pause": {"by": "ops", "until": until}});
+    let window = |start: &str, duration: &str| json!({"maintenanceWindow": {"start": start, "duration": duration, "timeZone": TZ}});
+    // (spec fields, the field at fault when refused, whether admission takes it)
+    let cases = [
+        (paused("9999-12-31T23:59:59Z"), "spec.pause.until", true),
+        (
+            paused("9999-12-31T23:59:59.999999999+14:00"),
+            "spec.pause.until",
+            true,
+        ),
+        (
+            paused("9000-01-01T00:00:00.1234567890123Z"),
+            "spec.pause.until",
+            true,
+        ),
+        (
+            paused("9000-01-01T00:00:00+24:00"),
+            "spec.pause.until",
+            true,
+        ),
+        (
+            paused("9000-01-01T00:00:00-23:60"),
+            "spec.pause.until",
+            true,
+        ),
+        (paused("2016-12-31T23:59:60Z"), "spec.pause.until", false),
+        (
+            paused("9999-12-31T23:59:59-00:01"),
+            "spec.pause.until",
+            false,
+        ),
+        (paused("9000-01-01t00:00:00z"), "spec.pause.until", false),
+        (paused("9000-02-29T00:00:00Z"), "spec.pause.until", false),
+        (paused("2000-01-01T00:00:00Z"), "spec.pause.until", false),
+        (window("02:00", "1h30m"), "", true),
+        (window("02:00", "167h60m"), "", true),
+        (window("02:00", "10080m"), "", true),
+        (
+            window("02:00", "5400s"),
+            "spec.maintenanceWindow.duration",
+            false,
+        ),
+        (
+            window("02:00", "PT1H30M"),
+            "spec.maintenanceWindow.duration",
+            false,
+        ),
+        (
+            window("02:00", "1h0m"),
+            "spec.maintenanceWindow.duration",
+            false,
+        ),
+        (
+            window("02:00", "169h"),
+            "spec.maintenanceWindow.duration",
+            false,
+        ),
+        (window("+1:05", "1h"), "spec.maintenanceWindow.start", false),
+    ];
+    let mut admitted = Vec::new();
+    for (n, (fields, field, admits)) in cases.iter().enumerate() {
+        let name = format!("e{n}");
+        let mut i = instance(&name, "registry.example/kura:1.0.0");
+        i["spec"]["account"] = json!(format!("{name}-{}", s.ns.name));
+        for (k, v) in fields.as_object().unwrap() {
+            i["spec"][k] = v.clone();
+        }
+        let mut typed: KuraInstance = serde_json::from_value(i.clone()).unwrap();
+        typed.metadata.namespace = Some(s.ns.name.clone());
+        let verdict = kura_operator::validate::validate(&typed, &config);
+        match apply_json(&s.instances, "test", i).await {
+            Ok(_) => {
+                assert!(
+                    *admits,
+                    "admitted, but the apiserver refused it before: {fields}"
+                );
+                assert!(
+                    verdict.is_ok(),
+                    "admitted but invalid: {fields}: {verdict:?}"
+                );
+                admitted.push((name, fields["paused"] == json!(true)));
+            }
+            Err(kube::Error::Api(e)) => {
+                assert!(!admits, "refused at admission: {fields}: {}", e.message);
+                assert!(e.message.contains(field), "{fields}: {}", e.message);
+                let errs =
+                    verdict.expect_err(&format!("refused at admission, valid here: {fields}"));
+                assert!(errs.0.iter().any(|e| e.path == *field), "{fields}: {errs}");
+            }
+            Err(other) => panic!("{fields}: {other}"),
+        }
+    }
+    // The operator's verdict on each admitted one: paused (its end not
+    // reached: the year 9000 and later), or Ready with its window.
+    for (name, paused) in &admitted {
+        let want = if *paused { Phase::Paused } else { Phase::Ready };
+        wait_for(&format!("{name} {want:?}"), T, || async {
+            let st = status(&s.instances, name).await;
+            assert_ne!(
+                st.phase,
+                Some(Phase::Invalid),
+                "{name}: {:?}",
+                st.conditions
+            );
+            (st.phase == Some(want)).then_some(())
+        })
+        .await;
+    }
+    s.finish().await;
+}

@@ -255,12 +255,9 @@ fn check_rollout(rollout: &RolloutConfig, errs: &mut Vec<FieldError>) {
     }
     if let Some(d) = &rollout.window_deadline {
         if let Some(at) = &d.at
-            && at.parse::<jiff::Timestamp>().is_err()
+            && let Err(why) = crate::window::deadline_at(at)
         {
-            errs.push(FieldError::new(
-                "rollout.windowDeadline.at",
-                format!("{at:?} is not an RFC 3339 time such as 2026-12-20T00:00:00Z"),
-            ));
+            errs.push(FieldError::new("rollout.windowDeadline.at", why));
         }
         if let Some(after) = &d.after
             && let Err(why) = crate::time::parse_duration(after)

@@ -267,11 +267,12 @@ fn check_name(name: &str, errs: &mut Vec<FieldError>) {
     errs.push(FieldError::new("metadata.name", message));
 }
 
-/// The window and the pause's end: what the CRD cannot check (a time zone
-/// must exist), and again what it does (objects can predate the CRD).
+/// The window and the pause's end: the CRD's rules again (objects can
+/// predate them), so that what admission takes is valid here and what it
+/// refuses is not; and what the CRD cannot check (a time zone must exist).
 fn check_when(spec: &KuraInstanceSpec, errs: &mut Vec<FieldError>) {
     if let Some(w) = &spec.maintenance_window
-        && let Err((field, why)) = crate::window::Window::parse(w)
+        && let Err((field, why)) = crate::window::Window::admitted(w)
     {
         errs.push(FieldError::new(
             format!("spec.maintenanceWindow.{field}"),
@@ -279,12 +280,22 @@ fn check_when(spec: &KuraInstanceSpec, errs: &mut Vec<FieldError>) {
         ));
     }
     if let Some(until) = spec.pause.as_ref().and_then(|p| p.until.as_ref())
-        && until.parse::<jiff::Timestamp>().is_err()
+        && let Err(why) = pause_end(until)
     {
-        errs.push(FieldError::new(
-            "spec.pause.until",
-            format!("{until:?} is not an RFC 3339 time such as 2026-12-24T18:00:00Z"),
-        ));
+        errs.push(FieldError::new("spec.pause.until", why));
+    }
+}
+
+/// `spec.pause.until` as the CRD takes it: an RFC 3339 time after
+/// 2000-01-01T00:00:00Z (its CEL rule). One past jiff's range (the year 9999)
+/// is a pause for ever.
+fn pause_end(until: &str) -> Result<(), String> {
+    let floor = jiff::Timestamp::from_second(946_684_800).expect("2000-01-01 is a time");
+    match crate::time::rfc3339(until)? {
+        at if at > floor => Ok(()),
+        _ => Err(format!(
+            "{until:?} must be after 2000-01-01T00:00:00Z, such as 2026-12-24T18:00:00Z"
+        )),
     }
 }
 

@@ -30,7 +30,9 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, ToSpan};
 use serde::{Deserialize, Serialize};
 
+use crate::api::instance::{MAX_WINDOW_DURATION, TIME_ZONE, WINDOW_DURATION, WINDOW_START};
 use crate::api::{KuraInstanceSpec, MaintenanceWindow, Weekday};
+use crate::rules::matches;
 use crate::time::later;
 
 /// The longest window: a week (every day's opening then touches the next).
@@ -58,32 +60,42 @@ pub enum Opening {
     Closed { opens: Timestamp },
 }
 
+/// What a window's duration must be.
+const LENGTH_WANTED: &str =
+    "is not a length of whole minutes or hours from 1m to 168h, such as 90m, 4h or 1h30m";
+
 impl Window {
+    /// Checks a window of a `KuraInstance`: the CRD's patterns first (an
+    /// object can predate them), so that the operator refuses exactly what
+    /// admission refuses; then [`Window::parse`]. A window of the
+    /// configuration, never admitted, is read by `parse` alone (any duration
+    /// `time::parse_duration` reads, as before).
+    pub fn admitted(w: &MaintenanceWindow) -> Result<Window, (&'static str, String)> {
+        if w.start.len() != 5 || !matches(WINDOW_START, &w.start) {
+            return Err(("start", start_wanted(&w.start)));
+        }
+        if !(2..=MAX_WINDOW_DURATION).contains(&w.duration.len())
+            || !matches(WINDOW_DURATION, &w.duration)
+        {
+            return Err(("duration", format!("{:?} {LENGTH_WANTED}", w.duration)));
+        }
+        if let Some(zone) = &w.time_zone
+            && (!(1..=64).contains(&zone.len()) || !matches(TIME_ZONE, zone))
+        {
+            return Err(("timeZone", zone_wanted(zone)));
+        }
+        Window::parse(w)
+    }
+
     /// Checks a window, naming the field at fault (relative to the window).
     pub fn parse(w: &MaintenanceWindow) -> Result<Window, (&'static str, String)> {
-        let start = parse_start(&w.start).ok_or((
-            "start",
-            format!("{:?} is not a time of day such as 02:00 (HH:MM)", w.start),
-        ))?;
+        let start = parse_start(&w.start).ok_or(("start", start_wanted(&w.start)))?;
         let length = crate::time::parse_duration(&w.duration)
             .ok()
-            .filter(|d| {
-                (Duration::from_secs(60)..=MAX_WINDOW).contains(d) && d.as_secs() % 60 == 0
-            })
-            .ok_or((
-                "duration",
-                format!(
-                    "{:?} is not a length of whole minutes or hours from 1m to 168h, such as 90m or 4h",
-                    w.duration
-                ),
-            ))?;
+            .filter(|d| (Duration::from_secs(60)..=MAX_WINDOW).contains(d) && d.as_secs() % 60 == 0)
+            .ok_or(("duration", format!("{:?} {LENGTH_WANTED}", w.duration)))?;
         let zone = w.time_zone.as_deref().unwrap_or("UTC");
-        let tz = TimeZone::get(zone).map_err(|_| {
-            (
-                "timeZone",
-                format!("{zone:?} is not a time zone of the IANA database, such as Europe/Berlin"),
-            )
-        })?;
+        let tz = TimeZone::get(zone).map_err(|_| ("timeZone", zone_wanted(zone)))?;
         let mut days: Vec<jiff::civil::Weekday> = w.days.iter().map(|d| weekday(*d)).collect();
         days.sort_by_key(|d| d.to_monday_one_offset());
         days.dedup();
@@ -164,6 +176,14 @@ impl std::fmt::Display for Window {
     }
 }
 
+fn start_wanted(start: &str) -> String {
+    format!("{start:?} is not a time of day such as 02:00 (HH:MM)")
+}
+
+fn zone_wanted(zone: &str) -> String {
+    format!("{zone:?} is not a time zone of the IANA database, such as Europe/Berlin")
+}
+
 fn parse_start(s: &str) -> Option<Time> {
     let (h, m) = s.split_once(':')?;
     let (h, m): (i8, i8) = (h.parse().ok()?, m.parse().ok()?);
@@ -203,7 +223,7 @@ impl WindowDeadline {
     /// waiting yet). Fields that do not parse count for nothing: the
     /// configuration's validation refuses them.
     pub fn for_change(&self, since: Option<Timestamp>, now: Timestamp) -> Option<Timestamp> {
-        let at = self.at.as_deref().and_then(|a| a.parse::<Timestamp>().ok());
+        let at = self.at.as_deref().and_then(|a| deadline_at(a).ok());
         let after = self
             .after
             .as_deref()
@@ -214,6 +234,14 @@ impl WindowDeadline {
             (a, b) => a.or(b),
         }
     }
+}
+
+/// `rollout.windowDeadline.at`: an RFC 3339 time as the apiserver reads one
+/// (`time::rfc3339`: up to 9999-12-31, past jiff's range the end of time), or
+/// what jiff reads (a lowercase `t`, a space for it: the configuration is
+/// never admitted by the apiserver, and these were read before).
+pub fn deadline_at(at: &str) -> Result<Timestamp, String> {
+    crate::time::rfc3339(at).or_else(|why| at.parse::<Timestamp>().map_err(|_| why))
 }
 
 /// Whether an operator-originated pod restart may start now, as far as the
@@ -317,7 +345,7 @@ pub enum Pause {
 }
 
 /// `spec.paused` with its end. An `until` that does not parse ends nothing
-/// (the CRD and `validate` refuse it).
+/// (the CRD and `validate` refuse it); one past jiff's range never comes.
 pub fn pause(spec: &KuraInstanceSpec, now: Timestamp) -> Pause {
     if !spec.paused {
         return Pause::No;
@@ -326,7 +354,7 @@ pub fn pause(spec: &KuraInstanceSpec, now: Timestamp) -> Pause {
         .pause
         .as_ref()
         .and_then(|p| p.until.as_deref())
-        .and_then(|u| u.parse::<Timestamp>().ok());
+        .and_then(|u| crate::time::rfc3339(u).ok());
     match until {
         Some(at) if at <= now => Pause::Expired { at },
         until => Pause::Paused { until },

@@ -134,8 +134,11 @@ pub const RFC3339: &str =
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$";
 /// A window's opening, `HH:MM` on a 24-hour clock.
 pub const WINDOW_START: &str = r"^([01][0-9]|2[0-3]):[0-5][0-9]$";
-/// A window's length in whole minutes or hours, e.g. `90m` or `4h`.
-pub const WINDOW_DURATION: &str = r"^[1-9][0-9]{0,4}[mh]$";
+/// A window's length in whole hours and minutes, e.g. `90m`, `4h` or `1h30m`
+/// (each read alike by CEL's `duration()` and `time::parse_duration`).
+pub const WINDOW_DURATION: &str = r"^([1-9][0-9]{0,4}h)?([1-9][0-9]{0,4}m)?$";
+/// The longest `WINDOW_DURATION`: `99999h99999m` (CEL then holds it to 168h).
+pub const MAX_WINDOW_DURATION: usize = 12;
 /// An IANA time zone name, e.g. `Europe/Berlin` or `UTC`.
 pub const TIME_ZONE: &str = r"^[A-Za-z][-+A-Za-z0-9_]*(/[-+A-Za-z0-9_]+){0,2}$";
 
@@ -173,8 +176,9 @@ pub struct MaintenanceWindow {
     /// clocks repeat opens the first time.
     #[schemars(length(min = 5, max = 5), regex(pattern = WINDOW_START))]
     pub start: String,
-    /// How long it stays open: whole minutes or hours, from `1m` to `168h`.
-    #[schemars(length(min = 2, max = 6), regex(pattern = WINDOW_DURATION))]
+    /// How long it stays open: whole hours and minutes, from `1m` to `168h`
+    /// (`90m`, `4h`, `1h30m`).
+    #[schemars(length(min = 2, max = MAX_WINDOW_DURATION), regex(pattern = WINDOW_DURATION))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('1m') && duration(self) <= duration('168h')").message("maintenanceWindow.duration: must be from 1m to 168h"))]
     pub duration: String,
     /// An IANA time zone such as `Europe/Berlin`; `UTC` when absent.

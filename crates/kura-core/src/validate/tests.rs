@@ -433,3 +433,104 @@ fn a_window_or_a_pause_end_that_cannot_be_read_is_invalid_naming_its_field() {
     );
     assert!(errs.to_string().contains("Mars/Olympus_Mons"), "{errs}");
 }
+
+fn with_pause_until(until: &str) -> KuraInstance {
+    let mut i = instance();
+    i.spec.paused = true;
+    i.spec.pause = Some(crate::api::PauseSpec {
+        until: Some(until.into()),
+        ..Default::default()
+    });
+    i
+}
+
+/// What the CRD admits in `spec.pause.until` is valid, up to the end of the
+/// year 9999 (past jiff's range: a pause for ever); what it refuses is not,
+/// with the field (the apiserver's answers in `time::tests`).
+#[test]
+fn a_pause_end_is_valid_exactly_when_admission_takes_it() {
+    let config = config();
+    for until in [
+        "2026-12-24T18:00:00Z",
+        "9999-12-31T23:59:59Z",
+        "9999-12-31T23:59:59.999999999+14:00",
+        "2000-01-01T00:00:00.000000001Z",
+        "2026-12-24T18:00:00.1234567899999Z",
+        "2026-12-24T18:00:00+24:00",
+    ] {
+        assert!(
+            validate(&with_pause_until(until), &config).is_ok(),
+            "{until}"
+        );
+    }
+    for (until, needle) in [
+        ("2016-12-31T23:59:60Z", "no leap second"),
+        ("2026-12-24t18:00:00z", "not an RFC 3339 time"),
+        ("2026-12-24T18:00Z", "not an RFC 3339 time"),
+        ("9999-12-31T23:59:59-00:01", "years 1 to 9999"),
+        ("2000-01-01T00:00:00Z", "must be after 2000-01-01T00:00:00Z"),
+        ("1999-12-31T23:59:59Z", "must be after 2000-01-01T00:00:00Z"),
+        ("0000-01-01T00:00:00Z", "years 1 to 9999"),
+    ] {
+        let errs = validate(&with_pause_until(until), &config).unwrap_err();
+        assert_only_error_at(&errs.0, "spec.pause.until", needle);
+    }
+}
+
+fn with_window(start: &str, duration: &str) -> KuraInstance {
+    let mut i = instance();
+    i.spec.maintenance_window = Some(crate::api::MaintenanceWindow {
+        days: vec![],
+        start: start.into(),
+        duration: duration.into(),
+        time_zone: None,
+    });
+    i
+}
+
+/// A window's start and duration are held to the CRD's patterns (and its
+/// duration to CEL's range), so that `1h30m` is valid as at admission, and
+/// what the configuration's windows may spell otherwise (`5400s`,
+/// `PT1H30M`) is not, as at admission.
+#[test]
+fn a_window_is_valid_exactly_when_admission_takes_it() {
+    let config = config();
+    for (start, duration) in [
+        ("02:00", "1h30m"),
+        ("23:59", "1m"),
+        ("00:00", "168h"),
+        ("02:00", "10080m"),
+        ("02:00", "167h60m"),
+    ] {
+        assert!(
+            validate(&with_window(start, duration), &config).is_ok(),
+            "{start} {duration}"
+        );
+    }
+    for duration in [
+        "5400s",
+        "PT1H30M",
+        "1h 30m",
+        "1.5h",
+        "90",
+        "1h0m",
+        "0h90m",
+        "169h",
+        "99999h99999m",
+    ] {
+        let errs = validate(&with_window("02:00", duration), &config).unwrap_err();
+        assert_only_error_at(
+            &errs.0,
+            "spec.maintenanceWindow.duration",
+            "is not a length of whole minutes or hours from 1m to 168h",
+        );
+    }
+    for start in ["+1:05", "-0:30", "2:00", "24:00", "02:60"] {
+        let errs = validate(&with_window(start, "1h"), &config).unwrap_err();
+        assert_only_error_at(
+            &errs.0,
+            "spec.maintenanceWindow.start",
+            "is not a time of day such as 02:00",
+        );
+    }
+}

@@ -298,3 +298,101 @@ fn a_pause_ends_at_its_until() {
     spec.paused = false;
     assert_eq!(pause(&spec, now), Pause::No);
 }
+
+/// A pause until the end of the year 9999 (past jiff's last instant) is a
+/// pause for ever, not an `until` that ends nothing.
+#[test]
+fn a_pause_until_the_year_9999_never_ends() {
+    let mut spec: crate::api::KuraInstanceSpec = serde_json::from_value(serde_json::json!({
+        "account": "acme", "region": "eu-west-1", "image": "kura:1",
+        "storage": {"size": "1Gi"}, "paused": true,
+        "pause": {"until": "9999-12-31T23:59:59Z"}
+    }))
+    .unwrap();
+    for now in [t("2026-12-08T12:00:00Z"), t("9999-12-30T21:59:59Z")] {
+        assert_eq!(
+            pause(&spec, now),
+            Pause::Paused {
+                until: Some(Timestamp::MAX)
+            }
+        );
+    }
+    assert!(pause_ends(&spec));
+    spec.pause = Some(PauseSpec {
+        until: Some("2026-12-08T13:00:00.1234567891Z".into()),
+        ..Default::default()
+    });
+    assert_eq!(
+        pause(&spec, t("2026-12-08T12:00:00Z")),
+        Pause::Paused {
+            until: Some(t("2026-12-08T13:00:00.123456789Z"))
+        }
+    );
+}
+
+/// A configuration's window reads any duration `parse_duration` reads (it is
+/// never admitted by the apiserver); one of a `KuraInstance` only what the
+/// CRD's pattern admits.
+#[test]
+fn a_configured_window_reads_any_duration_an_admitted_one_the_crds() {
+    let w = |start: &str, duration: &str| MaintenanceWindow {
+        days: vec![],
+        start: start.into(),
+        duration: duration.into(),
+        time_zone: None,
+    };
+    for duration in [
+        "1h30m",
+        "PT1H30M",
+        "5400s",
+        "5400",
+        "90m",
+        "1.5h",
+        "90 minutes",
+    ] {
+        let parsed = Window::parse(&w("02:00", duration)).unwrap();
+        assert_eq!(parsed.length, SignedDuration::from_mins(90), "{duration}");
+    }
+    assert!(Window::admitted(&w("02:00", "1h30m")).is_ok());
+    assert_eq!(
+        Window::admitted(&w("02:00", "5400s")).unwrap_err().0,
+        "duration"
+    );
+    // The configuration's start as before: `parse_start`, no pattern.
+    assert!(Window::parse(&w("+1:05", "1h")).is_ok());
+    assert_eq!(Window::admitted(&w("+1:05", "1h")).unwrap_err().0, "start");
+    assert_eq!(
+        Window::admitted(&MaintenanceWindow {
+            time_zone: Some("Europe//Berlin".into()),
+            ..w("02:00", "1h")
+        })
+        .unwrap_err()
+        .0,
+        "timeZone"
+    );
+}
+
+/// `rollout.windowDeadline.at`: the apiserver's RFC 3339 up to the year 9999
+/// (past jiff's range, a deadline that never comes), and what jiff read before.
+#[test]
+fn a_deadline_reads_any_rfc3339_time_and_what_it_read_before() {
+    assert_eq!(deadline_at("9999-12-31T23:59:59Z"), Ok(Timestamp::MAX));
+    for (at, expected) in [
+        ("2026-12-20T00:00:00Z", "2026-12-20T00:00:00Z"),
+        ("2026-12-20t00:00:00z", "2026-12-20T00:00:00Z"),
+        ("2026-12-20 00:00Z", "2026-12-20T00:00:00Z"),
+        ("2026-12-20T01:00:00+24:00", "2026-12-19T01:00:00Z"),
+    ] {
+        assert_eq!(deadline_at(at), Ok(t(expected)), "{at}");
+    }
+    let err = deadline_at("2016-12-31T23:59:60Z");
+    assert!(err.is_ok(), "jiff read a leap second before: {err:?}");
+    let err = deadline_at("next week").unwrap_err();
+    assert!(err.contains("is not an RFC 3339 time"), "{err}");
+    let far = WindowDeadline {
+        at: Some("9999-12-31T23:59:59Z".into()),
+        after: Some("1h30m".into()),
+    };
+    let now = t("2026-12-08T12:00:00Z");
+    assert_eq!(far.for_change(None, now), Some(t("2026-12-08T13:30:00Z")));
+}

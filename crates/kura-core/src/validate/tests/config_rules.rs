@@ -227,3 +227,73 @@ fn an_endpoint_check_turned_off_survives_serialisation() {
     assert!(!text.contains("endpointCheck"), "{text}");
     assert_eq!(OperatorConfig::parse(&text).unwrap(), example);
 }
+
+fn with_rollout(rollout: &str) -> impl FnOnce(&mut Value) {
+    let rollout: Value = serde_yaml::from_str(rollout).unwrap();
+    move |c: &mut Value| c["rollout"] = rollout
+}
+
+/// Every duration and time of the configuration reads as `time` reads it:
+/// `1h30m`, ISO 8601, and a deadline at the end of the year 9999 (past
+/// jiff's range: never).
+#[test]
+fn durations_and_times_read_in_every_form() {
+    let config = OperatorConfig::parse(&edited(|c| {
+        with_rollout(
+            "{progressDeadline: 1h30m, windowDeadline: {at: '9999-12-31T23:59:59Z', after: PT72H}}",
+        )(c);
+        eu(c)["maintenanceWindow"] =
+            serde_yaml::from_str("{start: '02:00', duration: 1h30m}").unwrap();
+    }))
+    .unwrap();
+    assert_eq!(
+        config.rollout.deadline(),
+        std::time::Duration::from_secs(5400)
+    );
+    let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    assert_eq!(
+        config
+            .rollout
+            .window_deadline
+            .unwrap()
+            .for_change(None, now),
+        Some(now + jiff::SignedDuration::from_hours(72))
+    );
+}
+
+#[test]
+fn rejects_a_negative_or_unreadable_duration_naming_the_field() {
+    assert_config_rejected(
+        with_rollout("{progressDeadline: -10m}"),
+        "rollout.progressDeadline",
+        "is negative",
+    );
+    assert_config_rejected(
+        with_rollout("{progressDeadline: 10 parsecs}"),
+        "rollout.progressDeadline",
+        "is not a duration such as 90s, 10m or 1h30m",
+    );
+    assert_config_rejected(
+        with_rollout("{progressDeadline: 9s}"),
+        "rollout.progressDeadline",
+        "at least 10s",
+    );
+    assert_config_rejected(
+        with_rollout("{windowDeadline: {after: 1h ago}}"),
+        "rollout.windowDeadline.after",
+        "is negative",
+    );
+    assert_config_rejected(
+        with_rollout("{windowDeadline: {at: '2016-12-31T25:00:00Z'}}"),
+        "rollout.windowDeadline.at",
+        "is not an RFC 3339 time",
+    );
+    assert_config_rejected(
+        |c| {
+            eu(c)["maintenanceWindow"] =
+                serde_yaml::from_str("{start: '02:00', duration: 90s}").unwrap()
+        },
+        "regions.eu-west-1.maintenanceWindow.duration",
+        "whole minutes or hours",
+    );
+}
