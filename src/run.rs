@@ -575,4 +575,53 @@ mod tests {
             assert!(err.contains("positive number"), "{bad}: {err}");
         }
     }
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        run: super::RunArgs,
+    }
+
+    fn flags(args: &[&str]) -> Result<super::RunArgs, String> {
+        use clap::Parser;
+        Flags::try_parse_from(std::iter::once("kura-operator").chain(args.iter().copied()))
+            .map(|f| f.run)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Every duration flag reads what `time::parse_duration` reads: hours and
+    /// minutes together, ISO 8601, plain seconds; a negative one is refused
+    /// naming the flag.
+    #[test]
+    fn duration_flags_read_hours_and_minutes_together() {
+        use std::time::Duration;
+        let run = flags(&[
+            "--resync",
+            "1h30m",
+            "--lease-duration",
+            "PT20S",
+            "--watch-timeout",
+            "290",
+            "--stall-window",
+            "1h 5m",
+            "--host-reservation",
+            "2m30s",
+        ])
+        .unwrap();
+        assert_eq!(run.resync, Duration::from_secs(5400));
+        assert_eq!(run.lease_duration, Duration::from_secs(20));
+        assert_eq!(run.watch_timeout, Duration::from_secs(290));
+        assert_eq!(run.stall_window, Duration::from_secs(3900));
+        assert_eq!(run.host_reservation, Duration::from_secs(150));
+        let err = flags(&["--resync=-1h"]).unwrap_err();
+        assert!(
+            err.contains("--resync") && err.contains("is negative"),
+            "{err}"
+        );
+        let err = flags(&["--resync", "1 fortnight"]).unwrap_err();
+        assert!(
+            err.contains("--resync") && err.contains("is not a duration such as 90s, 10m or 1h30m"),
+            "{err}"
+        );
+    }
 }
