@@ -173,7 +173,11 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     assert_eq!(first.info("ready", "phase").as_deref(), Some("Ready"));
     assert_eq!(first.info("broken", "phase").as_deref(), Some("Stalled"));
     assert_eq!(first.ready("ready"), Some(1.0));
-    assert_eq!(first.value("kura_instance_paused", "ready", &[]), Some(0.0));
+    let not_paused = [("phase", "Paused")];
+    assert_eq!(
+        first.value("kura_instance_paused", "ready", &not_paused),
+        Some(0.0)
+    );
     // "Not Ready since": the Ready condition's last transition, while it is 0.
     let not_ready_since = first.ready_since("broken").unwrap();
     assert!(not_ready_since > 1.7e9, "{not_ready_since}");
@@ -210,13 +214,26 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     let applied = waiting.info("ready", "applied_revision");
     assert_ne!(waiting.info("ready", "desired_revision"), applied);
 
-    // Paused: the gauge says so.
+    // Paused: the series says so, from the operator's status.
+    let paused_series = |s: &Scrape, name| s.value("kura_instance_paused", name, &[]);
     merge(&instances, "broken", json!({"spec": {"paused": true}})).await;
     let paused = scraped_matches(&ksm, &ns, "broken's series to say paused", |s| {
-        s.value("kura_instance_paused", "broken", &[]) == Some(1.0)
+        paused_series(s, "broken") == Some(1.0)
     })
     .await;
     assert_eq!(paused.info("broken", "phase").as_deref(), Some("Paused"));
+
+    // A pause whose end has passed: the operator resumed (spec.paused stays
+    // true) and broken is Stalled again: not paused, and not Ready.
+    let past = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(1);
+    let patch = json!({"spec": {"replicas": 3, "pause": {"until": past.to_string()}}});
+    merge(&instances, "broken", patch).await;
+    let ended = scraped_matches(&ksm, &ns, "broken's pause to be over", |s| {
+        s.info("broken", "phase").as_deref() == Some("Stalled")
+    })
+    .await;
+    assert_eq!(paused_series(&ended, "broken"), Some(0.0));
+    assert_eq!(ended.ready("broken"), Some(0.0));
     drop(ksm);
     drop(op);
     access.remove().await;

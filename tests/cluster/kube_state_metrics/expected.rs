@@ -4,7 +4,9 @@ use kube::api::ListParams;
 
 use super::exporter::{Labels, Sample};
 use crate::support::TestNamespace;
-use kura_operator::api::{Condition, ConditionStatus, KuraGateway, KuraInstance, RolloutState};
+use kura_operator::api::{
+    Condition, ConditionStatus, KuraGateway, KuraInstance, Phase, RolloutState,
+};
 
 fn sample(name: &str, base: &Labels, extra: &[(&str, Option<&str>)], value: f64) -> Sample {
     let mut labels = base.clone();
@@ -83,18 +85,20 @@ fn instance_samples(i: &KuraInstance) -> Vec<Sample> {
     let mut out = vec![
         sample("kura_instance_info", &base, &info, 1.0),
         sample(
-            "kura_instance_paused",
-            &base,
-            &[],
-            f64::from(u8::from(i.spec.paused)),
-        ),
-        sample(
             "kura_instance_generation",
             &base,
             &[],
             meta.generation.unwrap() as f64,
         ),
     ];
+    // Paused as the operator reports it (a StateSet of one state over
+    // status.phase), not spec.paused: a pause whose end has passed pauses
+    // nothing. Nothing before the first status.
+    if let Some(phase) = s.phase {
+        let value = f64::from(u8::from(phase == Phase::Paused));
+        let labels = [("phase", Some("Paused"))];
+        out.push(sample("kura_instance_paused", &base, &labels, value));
+    }
     if let Some(g) = s.observed_generation {
         out.push(sample(
             "kura_instance_observed_generation",
