@@ -256,6 +256,33 @@ fn argo_cd_values_file_carries_the_checks_as_they_are() {
     }
 }
 
+/// The chart README's Flux Kustomization carries the shipped
+/// `healthCheckExprs` as they are, and its Argo CD part names the values file.
+#[test]
+fn chart_readme_gives_the_shipped_checks() {
+    let chart = repo().join("charts/kura-operator");
+    let readme = std::fs::read_to_string(chart.join("README.md")).unwrap();
+    let flux = &readme[readme.find("\n### Flux\n").expect("a Flux section")..];
+    let block = flux.split("```yaml\n").nth(1).unwrap();
+    let block = &block[..block.find("```").unwrap()];
+    let kustomization: serde_yaml::Value = serde_yaml::from_str(block).unwrap();
+    let file: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart.join("files/flux-health-checks.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        kustomization["apiVersion"].as_str(),
+        Some("kustomize.toolkit.fluxcd.io/v1")
+    );
+    assert_eq!(
+        kustomization["spec"]["healthCheckExprs"], file["healthCheckExprs"],
+        "the README's healthCheckExprs differ from files/flux-health-checks.yaml"
+    );
+    let argo = &readme[readme.find("\n### Argo CD\n").expect("an Argo CD section")..];
+    assert!(argo.contains("-f charts/kura-operator/files/argocd-values.yaml"));
+    assert!(chart.join("files/argocd-values.yaml").exists());
+}
+
 /// kstatus on the same recorded objects: what Flux's health checks and kpt
 /// make of each shape the operator writes.
 #[test]
