@@ -41,6 +41,9 @@ pub struct LeaseSettings {
     /// Labels of a Lease this process creates (a shard's, a member's: the
     /// others find them by these); none on the single Lease of one shard.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The write fence this Lease holds open, and for which shard; `None`
+    /// for a Lease that decides no writes (a replica's membership).
+    pub fence: Option<(std::sync::Arc<crate::fence::Fence>, u32)>,
 }
 
 impl LeaseSettings {
@@ -127,6 +130,7 @@ pub async fn campaign_while_wanted(
             });
             give_up(&mut candidate).await;
             candidate.renewed_at = None;
+            candidate.fence_renewed();
         }
         let budget = candidate.step_budget();
         tokio::select! {
@@ -159,14 +163,17 @@ pub async fn campaign_while_wanted(
     }
     let was_leading = state.borrow().leading;
     state.send_replace(LeaderState::default());
+    candidate.fence_closed();
     if was_leading {
         give_up(&mut candidate).await;
     }
 }
 
 /// Releases the Lease, bounded: an unreachable apiserver must not hold up
-/// an exit or a handover (a standby then takes it when it expires).
+/// an exit or a handover (a standby then takes it when it expires). The
+/// fence is closed first: no write of ours follows the release.
 async fn give_up(candidate: &mut Candidate) {
+    candidate.fence_closed();
     let name = candidate.settings.name.clone();
     let identity = candidate.settings.identity.clone();
     let release = tokio::time::timeout(Duration::from_secs(5), candidate.release());
@@ -189,6 +196,9 @@ struct Candidate {
     /// When the last successful write as holder was sent.
     renewed_at: Option<Instant>,
     last_ok: Option<Instant>,
+    /// Since when this process's reads have found the Lease missing, without
+    /// a gap between two of them (see [`may_create`]).
+    absent_since: Option<Instant>,
     /// Whether to acquire the Lease when it is free (a holder always renews).
     want: bool,
 }
@@ -201,7 +211,22 @@ impl Candidate {
             observed: None,
             renewed_at: None,
             last_ok: None,
+            absent_since: None,
             want: true,
+        }
+    }
+
+    /// Moves the write fence with the renewal (closes it when not held).
+    fn fence_renewed(&self) {
+        if let Some((fence, shard)) = &self.settings.fence {
+            fence.renewed(*shard, self.renewed_at, self.settings.renew_deadline());
+        }
+    }
+
+    /// Nothing more is written for this Lease: before it is released.
+    fn fence_closed(&self) {
+        if let Some((fence, shard)) = &self.settings.fence {
+            fence.close(*shard);
         }
     }
 
@@ -229,23 +254,39 @@ impl Candidate {
     /// only ages the last success. Dropped when its budget runs out.
     async fn step(&mut self) {
         match self.try_step().await {
-            Ok(renewed) => {
+            Ok(renewal) => {
                 self.last_ok = Some(Instant::now());
-                self.renewed_at = renewed;
+                match renewal {
+                    Renewal::Sent(at) => self.renewed_at = Some(at),
+                    Renewal::NotHeld => self.renewed_at = None,
+                    // The previous renewal counts until its deadline.
+                    Renewal::Unknown => {}
+                }
+                self.fence_renewed();
             }
             Err(e) => tracing::warn!(error = %e, lease = %self.settings.name, "leader election"),
         }
     }
 
-    /// When the write that makes this process the holder was sent, or `None`
-    /// when it does not hold the Lease after this step.
-    async fn try_step(&mut self) -> Result<Option<Instant>, kube::Error> {
+    /// What this step did to the role: a write that makes this process the
+    /// holder was sent at some instant, or it does not hold the Lease, or
+    /// nobody can tell yet.
+    async fn try_step(&mut self) -> Result<Renewal, kube::Error> {
         let me = self.settings.identity.clone();
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
             let holding = self.role().leading;
-            let seen_change = self.observed.as_ref().map(|(_, at)| at.elapsed());
-            if !self.want || !may_create(holding, seen_change, self.settings.duration) {
-                return Ok(None);
+            // A gap since the last read (a stall, failed reads): whatever
+            // happened in it was not seen, so the count starts again.
+            let gap = self
+                .last_ok
+                .is_none_or(|at| at.elapsed() > self.settings.duration / 3);
+            if gap || self.absent_since.is_none() {
+                self.absent_since = Some(Instant::now());
+            }
+            let absent_for = self.absent_since.map_or(Duration::ZERO, |at| at.elapsed());
+            tracing::debug!(lease = %self.settings.name, holding, gap, absent_for = ?absent_for, "the lease is missing");
+            if !self.want || !may_create(holding, absent_for, &self.settings) {
+                return Ok(Renewal::NotHeld);
             }
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -258,11 +299,14 @@ impl Candidate {
             };
             let sent = Instant::now();
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(Some(sent)),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+                Ok(_) => Ok(Renewal::Sent(sent)),
+                // Created by someone else meanwhile: read it next step.
+                Err(kube::Error::Api(s)) if s.code == 409 && holding => Ok(Renewal::Unknown),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Renewal::NotHeld),
                 Err(e) => Err(e),
             };
         };
+        self.absent_since = None;
         let rv = lease.metadata.resource_version.clone().unwrap_or_default();
         if self.observed.as_ref().is_none_or(|(seen, _)| *seen != rv) {
             self.observed = Some((rv, Instant::now()));
@@ -277,24 +321,22 @@ impl Candidate {
             .observed
             .as_ref()
             .map_or(Duration::ZERO, |(_, at)| at.elapsed());
-        let spec = match decide(
-            spec.holder_identity.as_deref(),
-            &me,
-            unchanged_for,
-            duration,
-        ) {
+        let decided = decide(spec.holder_identity.as_deref(), &me, unchanged_for, duration);
+        tracing::debug!(lease = %self.settings.name, holder = ?spec.holder_identity, unchanged_for = ?unchanged_for, ?decided, "read the lease");
+        let spec = match decided {
             // Handed over, but the release did not get through: let it expire.
-            Move::Renew if !self.want => return Ok(None),
+            Move::Renew if !self.want => return Ok(Renewal::NotHeld),
             Move::Renew => LeaseSpec {
                 renew_time: Some(now()),
                 lease_duration_seconds: Some(self.seconds()),
                 ..spec
             },
             // Someone else leads; if it was us until now, we lost it.
-            Move::Stand => return Ok(None),
-            Move::Acquire if !self.want => return Ok(None),
+            Move::Stand => return Ok(Renewal::NotHeld),
+            Move::Acquire if !self.want => return Ok(Renewal::NotHeld),
             Move::Acquire => self.held(Some(&spec)),
         };
+        let renewing = self.role().leading;
         let lease = Lease {
             metadata: lease.metadata,
             spec: Some(spec),
@@ -305,9 +347,15 @@ impl Candidate {
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(Some(sent)),
-            // Another candidate wrote first: read again next step.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Ok(_) => Ok(Renewal::Sent(sent)),
+            // A holder's renewal refused: someone else wrote first, or the
+            // Lease was deleted since it was read (the old uid no longer
+            // matches). Which, the next read tells; until then the previous
+            // renewal counts, so that a holder whose Lease was deleted by
+            // hand re-creates it instead of leaving nobody leading.
+            Err(kube::Error::Api(s)) if s.code == 409 && renewing => Ok(Renewal::Unknown),
+            // Another candidate acquired it first: read again next step.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Renewal::NotHeld),
             // Not known to be renewed: the previous renewal still counts, until its deadline.
             Err(e) => Err(e),
         }
@@ -361,14 +409,30 @@ enum Move {
     Stand,
 }
 
+/// What one step did to this process's hold on the Lease.
+#[derive(Debug, PartialEq, Eq)]
+enum Renewal {
+    /// It holds the Lease by a write sent at this instant.
+    Sent(Instant),
+    /// It does not hold the Lease.
+    NotHeld,
+    /// Nobody can tell yet: the previous renewal, if any, still counts.
+    Unknown,
+}
+
 /// Whether a candidate may create the Lease it found missing. Its holder
-/// (still leading) re-creates it at once. Anyone else treats a Lease that
-/// vanished (deleted by hand) like one that stopped being renewed: it waits
-/// the lease duration from the last change it saw, by its own clock. Taken
-/// at once, the holder would go on leading until its next renewal failed:
-/// two leaders. A candidate that never saw the Lease creates it (first start).
-fn may_create(holding: bool, since_seen_change: Option<Duration>, lease: Duration) -> bool {
-    holding || since_seen_change.is_none_or(|seen| seen >= lease)
+/// (still leading) re-creates it at once. Anyone else, whether it has seen
+/// the Lease before or not (a replica just started), waits until its own
+/// reads, with no gap between them, have found it missing for the renew
+/// deadline: any holder's last renewal came before the deletion, so by then
+/// the holder has either re-created it or stopped leading, and its write
+/// fence (`fence.rs`) is closed. Counted from the last change it saw
+/// instead, a standby that could not read for a while (stopped, starved)
+/// would create it on its first read while the holder still leads; created
+/// at once by a replica that never saw it, the same. The price: a fleet's
+/// very first leader leads after the renew deadline, not at once.
+fn may_create(holding: bool, absent_for: Duration, s: &LeaseSettings) -> bool {
+    holding || absent_for >= s.renew_deadline()
 }
 
 /// `unchanged_for`: how long this process has seen the record unchanged (its
@@ -442,19 +506,13 @@ mod tests {
 
     #[test]
     fn a_lease_deleted_by_hand_is_recreated_by_its_holder_and_waited_for_by_the_others() {
+        let s = settings();
+        assert!(super::may_create(true, S(0), &s), "the holder at once");
+        assert!(!super::may_create(false, S(0), &s));
+        assert!(!super::may_create(false, S(9), &s));
         assert!(
-            super::may_create(true, Some(S(0)), LEASE),
-            "the holder at once"
-        );
-        assert!(!super::may_create(false, Some(S(0)), LEASE));
-        assert!(!super::may_create(false, Some(S(14)), LEASE));
-        assert!(
-            super::may_create(false, Some(S(15)), LEASE),
-            "as if expired"
-        );
-        assert!(
-            super::may_create(false, None, LEASE),
-            "never seen: first start"
+            super::may_create(false, S(10), &s),
+            "missing for the renew deadline: any holder stopped leading"
         );
     }
 
@@ -484,6 +542,7 @@ mod tests {
             identity: "me".into(),
             duration: LEASE,
             labels: Default::default(),
+            fence: None,
         }
     }
 

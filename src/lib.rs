@@ -18,6 +18,7 @@ pub mod controller;
 pub mod crd_check;
 pub mod diff;
 pub mod endpoint;
+pub mod fence;
 pub mod gateway;
 pub mod gateway_controller;
 pub mod leader;

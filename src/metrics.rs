@@ -77,6 +77,8 @@ pub struct Metrics {
     endpoint_checks: Family<ResultLabel, Counter>,
     pub(crate) ledger_refused: Family<LedgerLabel, Counter>,
     pub(crate) ledger_writes: Family<LedgerLabel, Counter>,
+    /// Writes the fence refused to send (`fence`).
+    pub(crate) writes_fenced: Counter,
     /// Since when every status write has failed (none succeeded since), and
     /// the last error: what `/readyz` reports once it lasts.
     status_failing: Mutex<Option<(Instant, String)>>,
@@ -106,6 +108,7 @@ impl Default for Metrics {
         let endpoint_checks = Family::<ResultLabel, Counter>::default();
         let ledger_refused = Family::<LedgerLabel, Counter>::default();
         let ledger_writes = Family::<LedgerLabel, Counter>::default();
+        let writes_fenced = Counter::default();
         let mut registry = Registry::with_prefix("kura");
         registry.register(
             "reconciles",
@@ -197,8 +200,14 @@ impl Default for Metrics {
             "Writes to a shared ledger of a sharded fleet that succeeded; one write carries every reservation of this replica that waited for the one before it",
             ledger_writes.clone(),
         );
+        registry.register(
+            "writes_fenced",
+            "Writes not sent because this process's lease time had run out (stopped or starved past its Lease): each would have risked undoing what its successor wrote",
+            writes_fenced.clone(),
+        );
         Metrics {
             registry,
+            writes_fenced,
             ledger_refused,
             ledger_writes,
             runtime: Arc::default(),

@@ -200,10 +200,20 @@ async fn run(
     // A read may stay silent for as long as a watch does.
     let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
     let metrics = Arc::new(crate::metrics::Metrics::default());
+    // Elected, no write leaves this process once its Lease time ran out.
+    let fence = Arc::new(
+        if args.leader_elect {
+            crate::fence::Fence::elected(shards, &lease_namespace(&args))
+        } else {
+            crate::fence::Fence::open()
+        }
+        .counted(metrics.writes_fenced.clone()),
+    );
     let client = observed_client(
         args.kubeconfig.as_deref(),
         read_timeout,
         metrics.runtime.clone(),
+        fence.clone(),
     )
     .await?;
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
@@ -306,9 +316,12 @@ async fn run(
     let foreign_names = controller::follow_foreign_names(&scope, streams.stores.foreign.clone());
     // Nobody reconciles before every cache has listed once: a restarted
     // operator would see every child "missing" and re-apply the whole fleet.
+    // Elected, a replica is ready only once it has read its Lease: before,
+    // it could not take over, and a test or a rollout would take it for a
+    // standby that can.
     let (leader_tx, leader_rx) = tokio::sync::watch::channel(LeaderState {
         leading: false,
-        healthy: true,
+        healthy: !args.leader_elect,
     });
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -337,7 +350,7 @@ async fn run(
             cluster: args.gateway_cluster_role.clone(),
         },
         ledgers: (shards.count() > 1).then(|| {
-            let lease = lease_settings(&args);
+            let lease = lease_settings(&args, fence.clone());
             crate::shards::ledger::Ledgers::new(client.clone(), &lease.namespace, &lease.name)
                 .counted(&probes.metrics)
         }),
@@ -362,7 +375,9 @@ async fn run(
     let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
     let election = {
         let probes = probes.clone();
-        let lease = args.leader_elect.then(|| lease_settings(&args));
+        let lease = args
+            .leader_elect
+            .then(|| lease_settings(&args, fence.clone()));
         async move {
             let mut released = std::pin::pin!(async move {
                 let _ = released_rx.await;
@@ -465,17 +480,31 @@ async fn follow_leader(
     }
 }
 
-fn lease_settings(args: &RunArgs) -> crate::leader::LeaseSettings {
+fn lease_namespace(args: &RunArgs) -> String {
+    args.lease_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "default".into())
+}
+
+/// The single Lease's settings (a sharded fleet derives its shards' from
+/// them): it holds `fence` open for shard 0.
+fn lease_settings(
+    args: &RunArgs,
+    fence: std::sync::Arc<crate::fence::Fence>,
+) -> crate::leader::LeaseSettings {
     crate::leader::LeaseSettings {
-        namespace: args
-            .lease_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| "default".into()),
+        namespace: lease_namespace(args),
         name: args.lease_name.clone(),
         identity: crate::leader::identity(),
         duration: args.lease_duration,
-        labels: Default::default(),
+        // Found by a sharded replica's planner, which refuses to act beside it.
+        labels: [
+            (crate::keys::LABEL_SHARDS_OF.to_string(), args.lease_name.clone()),
+            (crate::keys::LABEL_SHARD_COUNT.to_string(), "1".to_string()),
+        ]
+        .into(),
+        fence: Some((fence, 0)),
     }
 }
 
@@ -493,15 +522,23 @@ pub async fn client(
     kubeconfig: Option<&std::path::Path>,
     read_timeout: std::time::Duration,
 ) -> Result<kube::Client, Box<dyn std::error::Error>> {
-    observed_client(kubeconfig, read_timeout, Default::default()).await
+    observed_client(
+        kubeconfig,
+        read_timeout,
+        Default::default(),
+        std::sync::Arc::new(crate::fence::Fence::open()),
+    )
+    .await
 }
 
 /// [`client`], its requests counted and its lists and watches followed in
-/// `metrics` (`rest_client_requests_total`, `kura_watch_staleness_seconds`).
+/// `metrics` (`rest_client_requests_total`, `kura_watch_staleness_seconds`),
+/// its writes sent only while `fence` allows them.
 pub async fn observed_client(
     kubeconfig: Option<&std::path::Path>,
     read_timeout: std::time::Duration,
     metrics: std::sync::Arc<crate::runtime_metrics::RuntimeMetrics>,
+    fence: std::sync::Arc<crate::fence::Fence>,
 ) -> Result<kube::Client, Box<dyn std::error::Error>> {
     let mut config = match kubeconfig {
         Some(path) => {
@@ -529,7 +566,9 @@ pub async fn observed_client(
         .map(|a| a.to_string())
         .unwrap_or_default();
     let observed = crate::runtime_metrics::RestLayer::new(metrics, &host);
+    // Innermost: the fence reads the clock when the request is about to leave.
     Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&crate::fence::FenceLayer(fence))
         .with_layer(&timeout)
         .with_layer(&observed)
         .build())

@@ -114,10 +114,13 @@ impl Gate {
         work: impl std::future::Future<Output = T>,
     ) -> Option<T> {
         let shard = self.shard_of(namespace);
+        // Counted before the check: a handover stops acting first and then
+        // waits until nothing is counted, so work that saw the shard acted
+        // for is always waited for (checked first, it could slip in between).
+        let _busy = self.enter(shard);
         if !self.acting.borrow().contains(&shard) {
             return None;
         }
-        let _busy = self.enter(shard);
         let mut holding = self.holding.subscribe();
         let mut held = self.held.subscribe();
         // The senders live in `self`, borrowed for as long as this runs: the

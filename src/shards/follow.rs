@@ -12,8 +12,8 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::watch;
 
 use super::Gate;
-use super::view::{Names, Seen, view_of};
-use crate::keys::LABEL_SHARDS_OF;
+use super::view::{Names, Seen, other_counts, view_of};
+use crate::keys::{LABEL_SHARD_COUNT, LABEL_SHARDS_OF};
 use crate::leader::{self, LeaderState, LeaseSettings};
 
 /// Campaigns for this replica's shards until `release` resolves, keeping
@@ -31,8 +31,11 @@ pub async fn coordinate(
         base: base.name.clone(),
     };
     let n = gate.shards().count();
-    let labels: std::collections::BTreeMap<String, String> =
-        [(LABEL_SHARDS_OF.to_string(), base.name.clone())].into();
+    let labels: std::collections::BTreeMap<String, String> = [
+        (LABEL_SHARDS_OF.to_string(), base.name.clone()),
+        (LABEL_SHARD_COUNT.to_string(), n.to_string()),
+    ]
+    .into();
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -43,6 +46,8 @@ pub async fn coordinate(
     let member = LeaseSettings {
         name: names.member(&base.identity),
         labels: labels.clone(),
+        // Membership decides no writes.
+        fence: None,
         ..base.clone()
     };
     let (member_state, membership) = watch::channel(LeaderState::default());
@@ -58,6 +63,7 @@ pub async fn coordinate(
         let settings = LeaseSettings {
             name: names.shard(i),
             labels: labels.clone(),
+            fence: base.fence.as_ref().map(|(fence, _)| (fence.clone(), i)),
             ..base.clone()
         };
         let campaign =
@@ -131,6 +137,7 @@ async fn plan_loop(
     );
     let mut seen = Seen::default();
     let mut planned = None;
+    let mut refused_beside = std::collections::BTreeSet::new();
     // Plan only from a listed view: an empty one would want every shard.
     tokio::select! {
         _ = store.wait_until_ready() => {}
@@ -146,7 +153,29 @@ async fn plan_loop(
             base.duration,
             Instant::now(),
         );
-        let wanted = crate::shard::plan(&view, &base.identity);
+        let others = other_counts(
+            &store.state(),
+            &mut seen,
+            names,
+            intents.len() as u32,
+            &base.identity,
+            base.duration,
+            Instant::now(),
+        );
+        // Another count maps namespaces to shards another way: acting beside
+        // it, two replicas would act for one namespace. Nothing is wanted
+        // until every live replica has this count.
+        let wanted = if others.is_empty() {
+            crate::shard::plan(&view, &base.identity)
+        } else {
+            Default::default()
+        };
+        if others != refused_beside {
+            if !others.is_empty() {
+                tracing::error!(shards = intents.len(), others = ?others, lease = %names.base, "replicas with another --shards are live on these Leases: acting for no shard until they are gone; run every replica with one count");
+            }
+            refused_beside = others.clone();
+        }
         if planned.as_ref() != Some(&wanted) {
             tracing::info!(identity = %base.identity, members = ?view.members, wanted = ?wanted, "shards planned");
             planned = Some(wanted.clone());
@@ -160,8 +189,9 @@ async fn plan_loop(
             let _ = api.delete(&name, &DeleteParams::default()).await;
         }
         let holds = states.iter().any(|s| s.borrow().leading);
-        // Healthy while this replica can renew its membership (`/readyz`).
-        let healthy = membership.borrow().healthy;
+        // Healthy while this replica can renew its membership (`/readyz`)
+        // and is not refusing to act beside another count.
+        let healthy = membership.borrow().healthy && refused_beside.is_empty();
         leader.send_if_modified(|s| {
             let now = LeaderState {
                 leading: holds,

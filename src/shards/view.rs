@@ -3,7 +3,7 @@
 //! has seen a Lease unchanged), never the holders' timestamps, as in
 //! `leader.rs`, so clock skew between nodes does not matter.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -97,4 +97,48 @@ pub fn view_of(
         }
     }
     (view, stale)
+}
+
+/// The shard counts of the other live replicas of this fleet that differ
+/// from `shards`: a member whose Lease is renewed, or a holder of the single
+/// Lease of an unsharded replica (`base`). A Lease without the count label
+/// (a release before it) says nothing. Call after [`view_of`] with the same
+/// `now`, which has seen every Lease.
+pub fn other_counts(
+    leases: &[std::sync::Arc<Lease>],
+    seen: &mut Seen,
+    names: &Names,
+    shards: u32,
+    me: &str,
+    duration: Duration,
+    now: Instant,
+) -> BTreeSet<u32> {
+    let mut others = BTreeSet::new();
+    for lease in leases {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        let count = lease
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::keys::LABEL_SHARD_COUNT))
+            .and_then(|c| c.parse::<u32>().ok());
+        let Some(count) = count.filter(|c| *c != shards) else {
+            continue;
+        };
+        let age = seen.unchanged_for(lease, now);
+        let spec = lease.spec.clone().unwrap_or_default();
+        let lasts = spec
+            .lease_duration_seconds
+            .map_or(duration, |s| Duration::from_secs(s.max(1) as u64));
+        let live = spec
+            .holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty() && h != me)
+            && age < lasts;
+        let of_fleet = name == names.base || name.starts_with(&names.member_prefix());
+        if live && of_fleet {
+            others.insert(count);
+        }
+    }
+    others
 }

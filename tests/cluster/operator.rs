@@ -122,7 +122,7 @@ impl Operator {
         } else {
             vec!["--namespace", self.namespace.as_str()]
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_kura-operator"))
+        let child = Command::new(operator_binary())
             .arg("run")
             .args(scope)
             .args([
@@ -289,6 +289,15 @@ impl Drop for Operator {
 const LOG_TAIL_ON_FAILURE: usize = 30;
 
 /// The value of `series` in a Prometheus text exposition.
+/// The operator binary the tests run: this build's, or the one
+/// `KURA_TEST_OPERATOR_BIN` names (another commit's build: the negative
+/// control of a fix, run with the same tests).
+pub fn operator_binary() -> PathBuf {
+    std::env::var_os("KURA_TEST_OPERATOR_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kura-operator")))
+}
+
 pub fn sample(exposition: &str, series: &str) -> Option<f64> {
     exposition.lines().find_map(|line| {
         let value = line.strip_prefix(series)?.strip_prefix(' ')?;

@@ -73,3 +73,9 @@ pub const CONFIG_MAP_KEY: &str = "config.yaml";
 /// name of the fleet's base Lease (`--lease-name`), so that every replica
 /// watches exactly these.
 pub const LABEL_SHARDS_OF: &str = "kura.dev/shards-of";
+
+/// On the Leases of a fleet with leader election: how many shards the
+/// replica that wrote it splits the fleet into (`--shards`). Replicas of
+/// different counts map namespaces to shards differently; one that sees a
+/// live replica of another count acts for nothing.
+pub const LABEL_SHARD_COUNT: &str = "kura.dev/shard-count";

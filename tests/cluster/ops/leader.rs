@@ -162,7 +162,7 @@ fn short_replica(
     Operator::start_with(
         &ns.name,
         &config(&ns.name, "host", "example.com/none"),
-        &[],
+        &[("KURA_LOG", "info,kura_operator::leader=debug")],
         Options {
             lease_duration: Some(SHORT_LEASE),
             replica: Some(name.into()),
@@ -319,4 +319,145 @@ async fn deleting_the_lease_by_hand_never_gives_two_leaders() {
         now_holder.is_some_and(|h| !h.is_empty()),
         "the Lease exists again with a holder"
     );
+}
+
+/// A leader stopped (SIGSTOP: a frozen VM, a starved node) past its Lease,
+/// then continued, once sent status patches within 100 ms of resuming,
+/// before its campaign noticed the role was gone: the reconciles woken on
+/// resume ran first, and overwrote its successor's statuses. The fence in
+/// the client refuses every write once the Lease time has run out, whatever
+/// task sends it. Replica `a` talks through a proxy that records its
+/// writes; it is stopped just after its first write of a fleet change, and
+/// continued only after `b` took over and finished the change.
+#[tokio::test]
+async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_resumes() {
+    use k8s_openapi::jiff::Timestamp;
+
+    use crate::api_proxy::ApiProxy;
+    use crate::operator::{converged_count, create_fleet};
+
+    const FLEET: usize = 24;
+    let ns = TestNamespace::new("ops-lease-sigstop").await;
+    let classes = shared_class(&ns).await;
+    let proxy = ApiProxy::start().await;
+    let a = short_replica(&ns, "a", Some(proxy.kubeconfig(&scratch_dir(&ns.name))));
+    wait_role(&a, 1.0, Duration::from_secs(60)).await;
+    let b = short_replica(&ns, "b", None);
+    wait_role(&b, 0.0, Duration::from_secs(60)).await;
+    let instances: Api<KuraInstance> = ns.api();
+    create_fleet(&instances, "i", FLEET).await;
+    wait_for("the fleet to converge", Duration::from_secs(180), || async {
+        (converged_count(&instances, None).await == FLEET).then_some(())
+    })
+    .await;
+    let old = instances.get("i00").await.unwrap().status.unwrap();
+    let old_revision = old.applied_revision.expect("applied");
+
+    // The fleet change, then a stopped as soon as it is writing it.
+    let change = Timestamp::now();
+    for i in 0..FLEET {
+        apply_json(
+            &instances,
+            "test",
+            instance(&format!("i{i:02}"), "registry.example/kura:1.0.1"),
+        )
+        .await
+        .unwrap();
+    }
+    wait_for("a to write the change", Duration::from_secs(30), || async {
+        (!proxy.writes_since(change).is_empty()).then_some(())
+    })
+    .await;
+    a.signal("-STOP");
+    wait_role(&b, 1.0, SHORT_LEASE * 4).await;
+    wait_for("b to finish the change", Duration::from_secs(180), || async {
+        (converged_count(&instances, Some(&old_revision)).await == FLEET).then_some(())
+    })
+    .await;
+
+    let resumed = Timestamp::now();
+    a.signal("-CONT");
+    wait_role(&a, 0.0, Duration::from_secs(30)).await;
+    // The reconciles woken on resume have run by now (the role went
+    // after them); anything they sent went through the proxy.
+    let late: Vec<String> = proxy
+        .writes_since(resumed)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let fenced = a.metric("kura_writes_fenced_total").await;
+    eprintln!(
+        "after resuming: {} writes sent, {fenced:?} refused by the fence",
+        late.len()
+    );
+    assert!(
+        late.is_empty(),
+        "a wrote after resuming past its Lease:\n{}\n{}",
+        late.join("\n"),
+        a.log()
+    );
+    // And what b wrote stands.
+    assert_eq!(
+        converged_count(&instances, Some(&old_revision)).await,
+        FLEET,
+        "every instance still Ready on the new revision"
+    );
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
+}
+
+/// A standby that could not read for longer than a lease duration (stopped)
+/// once re-created a Lease deleted by hand on its first read after
+/// resuming, while the holder still led: it counted the duration from the
+/// last change it had seen, long before. It now counts from its own first
+/// read that finds the Lease missing, so the holder, which re-creates its
+/// Lease at once, is always first.
+#[tokio::test]
+async fn a_standby_resumed_after_a_stall_never_takes_a_lease_deleted_by_hand() {
+    let ns = TestNamespace::new("ops-lease-standby-stall").await;
+    let a = short_replica(&ns, "a", None);
+    wait_role(&a, 1.0, Duration::from_secs(60)).await;
+    let b = short_replica(&ns, "b", None);
+    wait_role(&b, 0.0, Duration::from_secs(60)).await;
+    let leases = ns.api::<Lease>();
+    let renewed = |lease: Lease| lease.spec.and_then(|s| s.renew_time).map(|t| t.0);
+
+    b.signal("-STOP");
+    // Stopped for longer than the lease duration: the Lease is renewed by
+    // `a` all along, and `b` sees none of it.
+    let stopped = k8s_openapi::jiff::Timestamp::now();
+    let stall = k8s_openapi::jiff::SignedDuration::try_from(SHORT_LEASE * 2).unwrap();
+    wait_for(
+        "a to renew for two lease durations while b is stopped",
+        SHORT_LEASE * 4,
+        || async {
+            let at = renewed(leases.get("kura-operator").await.ok()?)?;
+            (at > stopped + stall).then_some(())
+        },
+    )
+    .await;
+    leases
+        .delete("kura-operator", &Default::default())
+        .await
+        .unwrap();
+    b.signal("-CONT");
+    let resumed = Instant::now();
+    let (mut both, mut samples, mut b_led) = (0, 0, 0);
+    while resumed.elapsed() < SHORT_LEASE * 2 {
+        let (la, lb) = (a.metric("kura_leader").await, b.metric("kura_leader").await);
+        both += usize::from(la == Some(1.0) && lb == Some(1.0));
+        b_led += usize::from(lb == Some(1.0));
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await; // the sampling period
+    }
+    assert!(samples > 50, "sampled the whole window: {samples}");
+    assert_eq!(
+        both, 0,
+        "two leaders at once in {both} of {samples} samples (b led in {b_led})\n{}",
+        b.log()
+    );
+    assert_eq!(b_led, 0, "the holder kept its Lease: b never led");
+    let holder = holder(&ns).await.expect("the Lease exists again");
+    assert!(a.log().contains(&holder), "a holds it again: {holder}");
 }
