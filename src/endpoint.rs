@@ -9,7 +9,8 @@
 //! few headers; only the status line and headers of the response are read): no
 //! HTTP client dependency for one GET. `https` is not checked yet.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,35 +22,71 @@ pub use kura_core::endpoint::{Answer, IDENTITY_HEADER, Target, judge};
 const MAX_HEAD: usize = 16 * 1024;
 
 /// Runs checks with a timeout each and at most `concurrency` in flight
-/// (shared by every check of the process).
+/// (shared by every check of the process), of which one tenant (a
+/// namespace) holds at most a quarter: a tenant whose addresses drop
+/// packets holds its slots for a whole timeout each, and without the cap
+/// it could fill them all and delay every other tenant's checks.
 #[derive(Clone, Debug)]
 pub struct Checker {
     timeout: Duration,
     slots: Arc<Semaphore>,
+    per_tenant: usize,
+    tenants: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
 impl Checker {
     pub fn new(timeout: Duration, concurrency: usize) -> Checker {
+        let concurrency = concurrency.max(1);
         Checker {
             timeout,
-            slots: Arc::new(Semaphore::new(concurrency.max(1))),
+            slots: Arc::new(Semaphore::new(concurrency)),
+            per_tenant: (concurrency / 4).max(1),
+            tenants: Arc::default(),
         }
     }
 
-    /// One request, once a slot is free. Once the probe finds the workload
-    /// available on the desired revision and the Ingress with an address,
-    /// `reconcile::endpoint_check` has this run (in a task of its own) for the
-    /// primary host and treats any answer but [`Answer::Answered`] as "not
-    /// active yet", with [`Answer::message`] in the reason. The timeout counts
-    /// from the request, not from the wait for a slot: many slow endpoints
-    /// delay the checks of others, they do not make them time out.
-    pub async fn check(&self, target: &Target) -> Answer {
-        let _slot = self.slots.acquire().await.expect("never closed");
-        tokio::time::timeout(self.timeout, ask(target))
+    /// One request for `tenant` (the instance's namespace), once a slot of
+    /// the tenant's and one of the process's are free. Once the probe finds
+    /// the workload available on the desired revision and the Ingress with an
+    /// address, `reconcile::endpoint_check` has this run (in a task of its
+    /// own) for the primary host and treats any answer but
+    /// [`Answer::Answered`] as "not active yet", with [`Answer::message`] in
+    /// the reason. The timeout counts from the request, not from the wait for
+    /// a slot: many slow endpoints delay the checks of others, they do not
+    /// make them time out.
+    pub async fn check(&self, tenant: &str, target: &Target) -> Answer {
+        let tenant_slots = self.tenant(tenant);
+        let tenant_slot = tenant_slots.acquire().await.expect("never closed");
+        let slot = self.slots.acquire().await.expect("never closed");
+        let answer = tokio::time::timeout(self.timeout, ask(target))
             .await
             .unwrap_or(Answer::TimedOut {
                 after: self.timeout,
-            })
+            });
+        drop((slot, tenant_slot));
+        self.forget_idle(tenant, tenant_slots);
+        answer
+    }
+
+    fn tenant(&self, tenant: &str) -> Arc<Semaphore> {
+        let mut tenants = self.tenants.lock().unwrap();
+        tenants
+            .entry(tenant.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_tenant)))
+            .clone()
+    }
+
+    /// Drops a tenant's slots once nobody holds or waits for them: the map
+    /// holds the tenants with checks in flight, not every tenant ever seen.
+    fn forget_idle(&self, tenant: &str, slots: Arc<Semaphore>) {
+        let mut tenants = self.tenants.lock().unwrap();
+        drop(slots);
+        if tenants
+            .get(tenant)
+            .is_some_and(|s| Arc::strong_count(s) == 1)
+        {
+            tenants.remove(tenant);
+        }
     }
 }
 
@@ -136,7 +173,7 @@ mod tests {
             serve_once("HTTP/1.1 200 OK\r\nx-kura-account: acme\r\ncontent-length: 3\r\n\r\nok\n")
                 .await;
         let answer = Checker::new(Duration::from_secs(5), 4)
-            .check(&target(port))
+            .check("t", &target(port))
             .await;
         assert_eq!(answer, Answer::Answered);
         let request = server.await.unwrap();
@@ -152,7 +189,7 @@ mod tests {
         let (port, _server) =
             serve_once("HTTP/1.1 200 OK\r\nX-Kura-Account: globex\r\n\r\nok\n").await;
         let t = target(port);
-        let answer = Checker::new(Duration::from_secs(5), 4).check(&t).await;
+        let answer = Checker::new(Duration::from_secs(5), 4).check("t", &t).await;
         assert_eq!(
             answer,
             Answer::WrongInstance {
@@ -167,7 +204,7 @@ mod tests {
     async fn a_controllers_503_names_the_status() {
         let (port, _server) = serve_once("HTTP/1.1 503 Service Unavailable\r\n\r\n").await;
         let t = target(port);
-        let answer = Checker::new(Duration::from_secs(5), 4).check(&t).await;
+        let answer = Checker::new(Duration::from_secs(5), 4).check("t", &t).await;
         assert_eq!(answer, Answer::Status { code: 503 });
         assert_eq!(
             answer.message(&t),
@@ -183,7 +220,7 @@ mod tests {
             l.local_addr().unwrap().port()
         };
         let t = target(port);
-        let answer = Checker::new(Duration::from_secs(5), 4).check(&t).await;
+        let answer = Checker::new(Duration::from_secs(5), 4).check("t", &t).await;
         assert!(matches!(answer, Answer::Refused { .. }), "{answer:?}");
         assert!(
             answer
@@ -206,7 +243,7 @@ mod tests {
         });
         let started = std::time::Instant::now();
         let answer = Checker::new(Duration::from_millis(300), 4)
-            .check(&target(port))
+            .check("t", &target(port))
             .await;
         assert_eq!(
             answer,
@@ -228,11 +265,56 @@ mod tests {
             serve_once("HTTP/1.1 200 OK\r\nX-Kura-Account: acme\r\n\r\nok\n").await;
         let waiting = tokio::spawn({
             let checker = checker.clone();
-            async move { checker.check(&target(port)).await }
+            async move { checker.check("t", &target(port)).await }
         });
         // Longer than the timeout, then the slot is free.
         tokio::time::sleep(Duration::from_millis(600)).await;
         drop(slot);
         assert_eq!(waiting.await.unwrap(), Answer::Answered);
+    }
+
+    /// One tenant's endpoints drop packets (each check waits its whole
+    /// timeout) and it has more checks than the process has slots: another
+    /// tenant's check still gets a slot at once and is answered while all of
+    /// the first tenant's are still waiting.
+    #[tokio::test]
+    async fn a_tenant_whose_endpoints_hang_cannot_take_every_slot() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent = listener.local_addr().unwrap().port();
+        // The kernel accepts the connections; nobody ever answers.
+        let _held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                open.push(conn);
+            }
+        });
+        let checker = Checker::new(Duration::from_secs(60), 8);
+        let hanging: Vec<_> = (0..16)
+            .map(|_| {
+                let checker = checker.clone();
+                tokio::spawn(async move { checker.check("noisy", &target(silent)).await })
+            })
+            .collect();
+        // Every hanging check that can hold a slot holds one.
+        for _ in 0..100 {
+            if checker.slots.available_permits() == 8 - checker.per_tenant {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(checker.slots.available_permits(), 8 - 2, "a quarter held");
+        let (port, _server) =
+            serve_once("HTTP/1.1 200 OK\r\nX-Kura-Account: acme\r\n\r\nok\n").await;
+        let quiet = tokio::time::timeout(
+            Duration::from_secs(10),
+            checker.check("quiet", &target(port)),
+        )
+        .await
+        .expect("the quiet tenant's check got a slot");
+        assert_eq!(quiet, Answer::Answered);
+        assert!(hanging.iter().all(|h| !h.is_finished()));
+        for h in hanging {
+            h.abort();
+        }
     }
 }

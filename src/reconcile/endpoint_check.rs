@@ -111,10 +111,11 @@ pub async fn confirm(
 async fn ask(ctx: &Arc<Context>, instance: &KuraInstance, target: &Target) -> Option<Answer> {
     let uid = instance.metadata.uid.clone()?;
     let wake = ObjectRef::from_obj(instance);
+    let namespace = instance.metadata.namespace.clone().unwrap_or_default();
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let (ctx, target) = (ctx.clone(), target.clone());
     tokio::spawn(async move {
-        let answer = ctx.endpoint.check(&target).await;
+        let answer = ctx.endpoint.check(&namespace, &target).await;
         ctx.metrics.endpoint_checked(&answer);
         tracing::debug!(answer = ?answer, "endpoint checked");
         let changed = ctx.memory.endpoint_answered(&uid, &target, answer.clone());
