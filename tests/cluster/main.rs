@@ -43,6 +43,7 @@ mod operator;
 mod ops;
 mod orphans;
 mod ownership;
+mod perturb;
 mod plane_faults;
 mod preview_truth;
 mod progress;

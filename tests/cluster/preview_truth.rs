@@ -22,7 +22,7 @@
 //! (`KURA_PREVIEW_SEED`, `KURA_PREVIEW_CASES`).
 
 mod divergence;
-mod property;
+pub mod property;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

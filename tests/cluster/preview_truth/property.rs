@@ -16,6 +16,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -27,10 +28,10 @@ use kura_operator::kind::ChildKind;
 const STEPS_PER_FLEET: usize = 6;
 
 /// splitmix64: small, seeded, the same sequence everywhere.
-struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -38,28 +39,28 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 }
 
 #[derive(Clone, Debug)]
-struct Region {
+pub struct Region {
     domain: &'static str,
     class: &'static str,
     cpu: Option<&'static str>,
 }
 
 impl Region {
-    fn random(rng: &mut Rng) -> Region {
+    pub fn random(rng: &mut Rng) -> Region {
         Region {
             domain: ["kura.test", "kura2.test"][rng.below(2)],
             class: super::CLASSES[rng.below(2)],
@@ -68,7 +69,7 @@ impl Region {
     }
 }
 
-fn config(regions: &[Region; 2]) -> String {
+pub fn config(regions: &[Region; 2]) -> String {
     config_yaml(&[
         ("r1", regions[0].domain, regions[0].class, regions[0].cpu),
         ("r2", regions[1].domain, regions[1].class, regions[1].cpu),
@@ -76,12 +77,12 @@ fn config(regions: &[Region; 2]) -> String {
 }
 
 #[derive(Clone, Debug)]
-struct Instance {
-    namespace: String,
-    name: String,
-    account: String,
-    region: &'static str,
-    spec: Value,
+pub struct Instance {
+    pub namespace: String,
+    pub name: String,
+    pub account: String,
+    pub region: &'static str,
+    pub spec: Value,
 }
 
 impl Instance {
@@ -129,7 +130,7 @@ impl Instance {
     }
 }
 
-fn random_instance(rng: &mut Rng, fleet: usize, namespaces: &[String], i: usize) -> Instance {
+pub fn random_instance(rng: &mut Rng, fleet: usize, namespaces: &[String], i: usize) -> Instance {
     let name = format!("i{i}");
     let account = format!("acct{}-f{fleet}", rng.below(2));
     let region = *rng.pick(&["r1", "r2"]);
@@ -151,19 +152,19 @@ fn random_instance(rng: &mut Rng, fleet: usize, namespaces: &[String], i: usize)
     instance
 }
 
-async fn apply_instance(bench: &Bench, instance: &Instance) {
-    let api: Api<KuraInstance> = Api::namespaced(bench.client.clone(), &instance.namespace);
+pub async fn apply_instance(client: &Client, instance: &Instance) {
+    let api: Api<KuraInstance> = Api::namespaced(client.clone(), &instance.namespace);
     apply_json(&api, "test", instance.manifest())
         .await
         .unwrap_or_else(|e| panic!("apply {}: {e}", instance.manifest()));
 }
 
 /// The live children of `instance` (by its label), as (kind, name).
-async fn children(bench: &Bench, instance: &Instance) -> Vec<(ChildKind, String)> {
+async fn children(client: &Client, instance: &Instance) -> Vec<(ChildKind, String)> {
     let mut out = Vec::new();
     for kind in ChildKind::ALL.into_iter().filter(|k| k.namespaced()) {
         let api: Api<DynamicObject> = Api::namespaced_with(
-            bench.client.clone(),
+            client.clone(),
             &instance.namespace,
             &kind.api_resource(),
         );
@@ -175,9 +176,9 @@ async fn children(bench: &Bench, instance: &Instance) -> Vec<(ChildKind, String)
     out
 }
 
-/// One edit, made while the operator is stopped; returns what it was.
-async fn edit(
-    bench: &Bench,
+/// One edit (made while the operator is stopped, here); returns what it was.
+pub async fn edit(
+    client: &Client,
     rng: &mut Rng,
     fleet: usize,
     instances: &mut [Instance],
@@ -188,7 +189,7 @@ async fn edit(
     match rng.below(6) {
         0 => {
             let what = target.random_field(rng, fleet);
-            apply_instance(bench, target).await;
+            apply_instance(client, target).await;
             what
         }
         1 => {
@@ -198,7 +199,7 @@ async fn edit(
         }
         2 => {
             let token = format!("t{}", rng.next());
-            let api: Api<KuraInstance> = Api::namespaced(bench.client.clone(), &target.namespace);
+            let api: Api<KuraInstance> = Api::namespaced(client.clone(), &target.namespace);
             let body = json!({"metadata": {"annotations": {"kura.dev/reapply-at": token}}});
             api.patch(&target.name, &PatchParams::default(), &Patch::Merge(body))
                 .await
@@ -211,19 +212,19 @@ async fn edit(
         3 => {
             let paused = target.spec["paused"] != true;
             target.spec["paused"] = json!(paused);
-            apply_instance(bench, target).await;
+            apply_instance(client, target).await;
             format!("paused: {paused} on {}/{}", target.namespace, target.name)
         }
         n => {
-            let live = children(bench, target).await;
+            let live = children(client, target).await;
             if live.is_empty() {
                 let what = target.random_field(rng, fleet);
-                apply_instance(bench, target).await;
+                apply_instance(client, target).await;
                 return format!("(no child to touch) {what}");
             }
             let (kind, name) = rng.pick(&live).clone();
             let api: Api<DynamicObject> = Api::namespaced_with(
-                bench.client.clone(),
+                client.clone(),
                 &target.namespace,
                 &kind.api_resource(),
             );
@@ -314,7 +315,7 @@ async fn preview_truth_generated_fleets_and_edits() {
             bench.pause();
             let what = if step == 0 {
                 for i in &instances {
-                    apply_instance(&bench, i).await;
+                    apply_instance(&bench.client, i).await;
                 }
                 let shown: Vec<String> = instances
                     .iter()
@@ -327,7 +328,7 @@ async fn preview_truth_generated_fleets_and_edits() {
                     .collect();
                 format!("fleet {fleet} created: {}", shown.join("; "))
             } else {
-                edit(&bench, &mut rng, fleet, &mut instances, &mut regions).await
+                edit(&bench.client, &mut rng, fleet, &mut instances, &mut regions).await
             };
             let next_config = config(&regions);
             let since = jiff::Timestamp::now();
