@@ -382,7 +382,10 @@ mod tests {
             "the Namespace object itself"
         );
         assert_eq!(
-            target(&Method::POST, "/apis/rbac.authorization.k8s.io/v1/clusterroles"),
+            target(
+                &Method::POST,
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+            ),
             Target::Cluster
         );
         assert_eq!(target(&Method::GET, "/api/v1/pods"), Target::Free);
@@ -403,11 +406,7 @@ mod tests {
         });
         let fence = Arc::new(sharded(1));
         let counter = Counter::default();
-        let fence = Arc::new(
-            Arc::into_inner(fence)
-                .unwrap()
-                .counted(counter.clone()),
-        );
+        let fence = Arc::new(Arc::into_inner(fence).unwrap().counted(counter.clone()));
         let mut service = FenceLayer(fence.clone()).layer(inner);
         let request = || {
             http::Request::builder()
@@ -452,7 +451,13 @@ mod tests {
         let pending = service.ready().await.unwrap().call(request);
         // The Lease time runs out before the future is driven.
         fence.renewed(0, Some(Instant::now() - DEADLINE), DEADLINE);
-        assert!(pending.await.unwrap_err().downcast_ref::<Fenced>().is_some());
+        assert!(
+            pending
+                .await
+                .unwrap_err()
+                .downcast_ref::<Fenced>()
+                .is_some()
+        );
         assert!(!sent.load(Ordering::SeqCst));
     }
 }

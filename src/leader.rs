@@ -321,7 +321,12 @@ impl Candidate {
             .observed
             .as_ref()
             .map_or(Duration::ZERO, |(_, at)| at.elapsed());
-        let decided = decide(spec.holder_identity.as_deref(), &me, unchanged_for, duration);
+        let decided = decide(
+            spec.holder_identity.as_deref(),
+            &me,
+            unchanged_for,
+            duration,
+        );
         tracing::debug!(lease = %self.settings.name, holder = ?spec.holder_identity, unchanged_for = ?unchanged_for, ?decided, "read the lease");
         let spec = match decided {
             // Handed over, but the release did not get through: let it expire.

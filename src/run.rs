@@ -500,7 +500,10 @@ fn lease_settings(
         duration: args.lease_duration,
         // Found by a sharded replica's planner, which refuses to act beside it.
         labels: [
-            (crate::keys::LABEL_SHARDS_OF.to_string(), args.lease_name.clone()),
+            (
+                crate::keys::LABEL_SHARDS_OF.to_string(),
+                args.lease_name.clone(),
+            ),
             (crate::keys::LABEL_SHARD_COUNT.to_string(), "1".to_string()),
         ]
         .into(),

@@ -257,7 +257,11 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let sprung = write.as_ref().and_then(|w| spring(&shared, w));
     if let Some((Trap::Before, mut release)) = sprung {
         let _ = release.wait_for(|r| *r).await;
-        return (StatusCode::SERVICE_UNAVAILABLE, "dropped by the proxy's trap").into_response();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "dropped by the proxy's trap",
+        )
+            .into_response();
     }
     if let Some(write) = write {
         shared.writes.lock().unwrap().push(write);

@@ -38,9 +38,9 @@ use serde_json::json;
 
 use crate::api_proxy::{ApiProxy, Trap};
 use crate::operator::{Operator, Options};
+use crate::ops::scratch_dir;
 use crate::preview_truth::property::{Instance, Region, Rng, apply_instance, config, edit};
 use crate::preview_truth::{CLASSES, nothing_to_change};
-use crate::ops::scratch_dir;
 use crate::support::{PrivatePlane, wait_for};
 
 /// Short, so that a stall past it takes seconds: a holder stops writing
@@ -52,7 +52,12 @@ const STEPS_PER_FLEET: usize = 4;
 const HOME: &str = "perturb";
 
 /// The APIs whose watch events can reach `a` late.
-const LAGGED: [&str; 4] = ["/statefulsets", "/ingresses", "/kurainstances", "/configmaps"];
+const LAGGED: [&str; 4] = [
+    "/statefulsets",
+    "/ingresses",
+    "/kurainstances",
+    "/configmaps",
+];
 
 #[derive(Clone, Copy, Debug)]
 enum Perturbation {
@@ -103,7 +108,10 @@ impl Harness {
         for class in CLASSES {
             let body = json!({"metadata": {"name": class}, "spec": {"controller": "kura.dev/sim-ingress"}});
             classes
-                .create(&PostParams::default(), &serde_json::from_value(body).unwrap())
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(body).unwrap(),
+                )
                 .await
                 .unwrap();
         }
@@ -149,7 +157,10 @@ impl Harness {
         for _ in 0..3 {
             let (a, b) = (&self.a, &self.b);
             let settled = wait_for("a to lead or b to take over", LEASE * 6, || async {
-                let (la, lb) = (a.metric("kura_leader").await?, b.metric("kura_leader").await?);
+                let (la, lb) = (
+                    a.metric("kura_leader").await?,
+                    b.metric("kura_leader").await?,
+                );
                 let ready = a.get("/readyz").await?.0 == 200 && b.get("/readyz").await?.0 == 200;
                 match (la == 1.0, lb == 1.0) {
                     (_, true) => Some(false),
@@ -243,8 +254,7 @@ impl Harness {
                 }
             }
             Perturbation::Lag { api, delay_ms } => {
-                self.proxy
-                    .lag(Some((api, Duration::from_millis(delay_ms))));
+                self.proxy.lag(Some((api, Duration::from_millis(delay_ms))));
                 self.edit(edit_step).await;
                 self.converged("the edit, under lag").await;
                 self.proxy.lag(None);
@@ -305,14 +315,21 @@ impl Harness {
 async fn namespace(client: &Client, name: &str) {
     let body = json!({"metadata": {"name": name}});
     Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &serde_json::from_value(body).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(body).unwrap(),
+        )
         .await
         .unwrap();
 }
 
 async fn wait_role(op: &Operator, value: f64) {
     wait_for(
-        if value == 1.0 { "a leader" } else { "a ready standby" },
+        if value == 1.0 {
+            "a leader"
+        } else {
+            "a ready standby"
+        },
         LEASE * 5,
         || async {
             let leading = op.metric("kura_leader").await?;
@@ -351,12 +368,15 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
             namespace(&h.client, ns).await;
         }
         let mut instances: Vec<Instance> = (0..INSTANCES)
-            .map(|i| crate::preview_truth::property::random_instance(&mut rng, fleet, &namespaces, i))
+            .map(|i| {
+                crate::preview_truth::property::random_instance(&mut rng, fleet, &namespaces, i)
+            })
             .collect();
         for step in 0..STEPS_PER_FLEET.min(cases - case) {
             h.a_leads().await;
             let perturbation = Perturbation::random(&mut rng);
-            let label = format!("{replay}: case {case} (fleet {fleet}, step {step}), {perturbation:?}");
+            let label =
+                format!("{replay}: case {case} (fleet {fleet}, step {step}), {perturbation:?}");
             let mut what = String::new();
             let found = {
                 let (rng, instances, regions, what) =
@@ -388,7 +408,17 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
         "{} of {cases} cases found a hole (replay: {replay}):\n\n{}\n\na: {}\nb: {}",
         failures.len(),
         failures.join("\n\n"),
-        h.a.log().lines().rev().take(40).collect::<Vec<_>>().join("\n"),
-        h.b.log().lines().rev().take(40).collect::<Vec<_>>().join("\n"),
+        h.a.log()
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        h.b.log()
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n"),
     );
 }

@@ -346,9 +346,11 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_resumes() {
     wait_role(&b, 0.0, Duration::from_secs(60)).await;
     let instances: Api<KuraInstance> = ns.api();
     create_fleet(&instances, "i", FLEET).await;
-    wait_for("the fleet to converge", Duration::from_secs(180), || async {
-        (converged_count(&instances, None).await == FLEET).then_some(())
-    })
+    wait_for(
+        "the fleet to converge",
+        Duration::from_secs(180),
+        || async { (converged_count(&instances, None).await == FLEET).then_some(()) },
+    )
     .await;
     let old = instances.get("i00").await.unwrap().status.unwrap();
     let old_revision = old.applied_revision.expect("applied");
@@ -370,9 +372,13 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_resumes() {
     .await;
     a.signal("-STOP");
     wait_role(&b, 1.0, SHORT_LEASE * 4).await;
-    wait_for("b to finish the change", Duration::from_secs(180), || async {
-        (converged_count(&instances, Some(&old_revision)).await == FLEET).then_some(())
-    })
+    wait_for(
+        "b to finish the change",
+        Duration::from_secs(180),
+        || async {
+            (converged_count(&instances, Some(&old_revision)).await == FLEET).then_some(())
+        },
+    )
     .await;
 
     let resumed = Timestamp::now();
@@ -453,7 +459,8 @@ async fn a_standby_resumed_after_a_stall_never_takes_a_lease_deleted_by_hand() {
     }
     assert!(samples > 50, "sampled the whole window: {samples}");
     assert_eq!(
-        both, 0,
+        both,
+        0,
         "two leaders at once in {both} of {samples} samples (b led in {b_led})\n{}",
         b.log()
     );

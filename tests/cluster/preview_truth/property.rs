@@ -163,11 +163,8 @@ pub async fn apply_instance(client: &Client, instance: &Instance) {
 async fn children(client: &Client, instance: &Instance) -> Vec<(ChildKind, String)> {
     let mut out = Vec::new();
     for kind in ChildKind::ALL.into_iter().filter(|k| k.namespaced()) {
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            &instance.namespace,
-            &kind.api_resource(),
-        );
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &instance.namespace, &kind.api_resource());
         let params = ListParams::default().labels(&format!("kura.dev/instance={}", instance.name));
         for o in api.list(&params).await.unwrap().items {
             out.push((kind, o.metadata.name.unwrap_or_default()));
@@ -223,11 +220,8 @@ pub async fn edit(
                 return format!("(no child to touch) {what}");
             }
             let (kind, name) = rng.pick(&live).clone();
-            let api: Api<DynamicObject> = Api::namespaced_with(
-                client.clone(),
-                &target.namespace,
-                &kind.api_resource(),
-            );
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &target.namespace, &kind.api_resource());
             if n == 4 {
                 api.delete(&name, &DeleteParams::default()).await.unwrap();
                 format!("delete {} {}/{name}", kind.kind(), target.namespace)
