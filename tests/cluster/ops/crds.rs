@@ -151,7 +151,9 @@ async fn an_older_crd_holds_the_operator_until_the_current_one_is_applied() {
     apply_crd(&crds, &stale).await;
     apply_crd(&crds, &repo_crd("kura.dev_kuragateways.yaml")).await;
 
-    let ns = "crd-compat";
+    // A namespace of this run's own: this apiserver has no controller
+    // manager, so an earlier run's children are never collected.
+    let ns = &format!("crd-compat-{}", std::process::id());
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces
         .create(
