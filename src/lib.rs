@@ -25,6 +25,7 @@ pub mod leader;
 pub mod list_strategy;
 pub mod memory;
 pub mod metrics;
+pub mod process_metrics;
 pub mod reconcile;
 pub mod refresh_budget;
 pub mod run;

@@ -5,7 +5,8 @@
 //! dashboards built on them (kubebuilder's, the public controller-runtime ones)
 //! show this operator unmodified; and two signals of a controller that stalls
 //! without erring: the oldest reconcile in progress and the staleness of each
-//! watch.
+//! watch. Prometheus' standard `process_*` families come from
+//! process_metrics.rs, in the same registry.
 //!
 //! Controllers are named by their kind, lower case: `kurainstance`,
 //! `kuragateway` (controller-runtime's default). No series is per instance:
@@ -289,6 +290,8 @@ impl Default for RuntimeMetrics {
             "Seconds since the apiserver last sent anything (a list, a watch event or bookmark) for a watched resource; the apiserver sends a bookmark about every minute on a healthy watch",
             staleness.clone(),
         );
+        // Prometheus' standard process families, unprefixed like the others.
+        registry.register_collector(Box::new(crate::process_metrics::ProcessCollector));
         RuntimeMetrics {
             registry,
             reconciles,
@@ -780,6 +783,51 @@ mod tests {
         cm.metadata.name = Some(name.into());
         cm.metadata.namespace = Some("ns".into());
         cm
+    }
+
+    /// The process families of Prometheus' clients, unprefixed, with their
+    /// types and values read from /proc at the scrape.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_exposition_has_the_standard_process_families() {
+        let t = text(&RuntimeMetrics::default());
+        for (family, kind) in [
+            ("process_cpu_seconds", "counter"),
+            ("process_resident_memory_bytes", "gauge"),
+            ("process_virtual_memory_bytes", "gauge"),
+            ("process_open_fds", "gauge"),
+            ("process_max_fds", "gauge"),
+            ("process_start_time_seconds", "gauge"),
+        ] {
+            assert!(
+                t.contains(&format!("# TYPE {family} {kind}\n")),
+                "{family}: {t}"
+            );
+        }
+        let cpu = value(&t, "process_cpu_seconds_total").unwrap();
+        let rss = value(&t, "process_resident_memory_bytes").unwrap();
+        let vsz = value(&t, "process_virtual_memory_bytes").unwrap();
+        let open = value(&t, "process_open_fds").unwrap();
+        let max = value(&t, "process_max_fds").unwrap();
+        let start = value(&t, "process_start_time_seconds").unwrap();
+        assert!(cpu >= 0.0, "{cpu}");
+        assert!(rss >= 1e6 && rss <= vsz, "rss {rss}, vsz {vsz}");
+        assert!(open >= 3.0 && open <= max, "open {open}, max {max}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(
+            start > now - 86_400.0 && start <= now + 1.0,
+            "{start} vs {now}"
+        );
+        // Read again at each scrape: the CPU time never goes back.
+        let later = value(
+            &text(&RuntimeMetrics::default()),
+            "process_cpu_seconds_total",
+        )
+        .unwrap();
+        assert!(later >= cpu, "{later} < {cpu}");
     }
 
     /// A triggered object waits (depth), a second trigger before its start is

@@ -3,7 +3,7 @@
 //! alert has promtool unit tests and passes them; and a real Prometheus,
 //! scraping the real operator with the shipped rules, sees the stalled-instance
 //! alert fire and resolve, and gets series for every query of the shipped
-//! dashboard.
+//! dashboard and data for kubebuilder's resources dashboard.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -83,6 +83,24 @@ fn every_shipped_alert_passes_its_promtool_unit_tests() {
     assert!(ok, "promtool test rules:\n{out}");
 }
 
+/// The target labels a Kubernetes service discovery (the chart's
+/// ServiceMonitor) gives the operator's series, which dashboards select on.
+const POD_NAMESPACE: &str = "kura-system";
+const POD: &str = "kura-operator-0";
+
+/// The queries of kubebuilder's `grafana/v1-alpha` resources dashboard
+/// (controller-resources-metrics.json): the panel and its expression.
+const KUBEBUILDER_RESOURCES: [(&str, &str); 2] = [
+    (
+        "Controller CPU Usage",
+        "rate(process_cpu_seconds_total{job=\"$job\", namespace=\"$namespace\", pod=\"$pod\"}[5m]) * 100",
+    ),
+    (
+        "Controller Memory Usage",
+        "process_resident_memory_bytes{job=\"$job\", namespace=\"$namespace\", pod=\"$pod\"}",
+    ),
+];
+
 /// A Prometheus of the test's own, scraping `target` every second and
 /// evaluating the shipped rules every second; stopped when dropped.
 struct Prometheus {
@@ -107,7 +125,8 @@ impl Prometheus {
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
              rule_files: [{alerts}]\n\
              scrape_configs:\n\
-             - job_name: kura-operator\n  static_configs: [{{targets: ['{target}']}}]\n",
+             - job_name: kura-operator\n  static_configs: [{{targets: ['{target}'], \
+             labels: {{namespace: {POD_NAMESPACE}, pod: {POD}}}}}]\n",
             alerts = repo().join(ALERTS).display()
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
@@ -304,6 +323,38 @@ async fn a_real_prometheus_sees_the_stalled_alert_fire_and_resolve_and_every_das
         },
     )
     .await;
+
+    // kubebuilder's resources dashboard: its variables as Grafana fills them
+    // (label_values of controller_runtime_reconcile_total), then its panels
+    // get the process's CPU and memory.
+    let reconciles = prometheus
+        .query(&format!(
+            "controller_runtime_reconcile_total{{job=\"kura-operator\", namespace=\"{POD_NAMESPACE}\"}}"
+        ))
+        .await;
+    let pod = reconciles
+        .first()
+        .and_then(|s| s["metric"]["pod"].as_str())
+        .expect("the dashboard's pod variable has a value");
+    for (title, expr) in KUBEBUILDER_RESOURCES {
+        let expr = expr
+            .replace("$job", "kura-operator")
+            .replace("$namespace", POD_NAMESPACE)
+            .replace("$pod", pod);
+        let value = wait_for(
+            &format!("kubebuilder's {title:?} to have data"),
+            Duration::from_secs(30),
+            || async {
+                let series = prometheus.query(&expr).await;
+                series.first()?["value"][1].as_str()?.parse::<f64>().ok()
+            },
+        )
+        .await;
+        assert!(value >= 0.0, "{title}: {expr} = {value}");
+        if title.contains("Memory") {
+            assert!(value > 1e6, "{title}: {expr} = {value} bytes");
+        }
+    }
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())
         .await;
