@@ -7,6 +7,7 @@
 //! `ShardedListAndWatch` gate (failover's second test).
 
 mod budget;
+mod counts;
 mod failover;
 mod gateways;
 mod hosts;
