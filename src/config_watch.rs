@@ -207,6 +207,8 @@ impl PodEvents {
     }
 
     /// Without holding up the poll; a failure is logged only.
+    // The one write of this module (docs/architecture.md, "Who writes").
+    #[allow(clippy::disallowed_methods)]
     fn publish(&self, notice: &Notice) {
         let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
         let pod = self.pod.clone();

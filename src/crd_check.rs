@@ -192,6 +192,8 @@ impl Judge {
         self.state.send_replace(held.then(|| why.join("; ")));
     }
 
+    // The one write of this module (docs/architecture.md, "Who writes").
+    #[allow(clippy::disallowed_methods)]
     fn publish(&self, type_: EventType, reason: &str, note: String) {
         let Some((client, reporter, pod)) = &self.report.events else {
             return;

@@ -21,6 +21,10 @@
 //! flight. Reconciles in flight at that moment are cancelled by
 //! [`while_leading`], so the leader that let go writes nothing more.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it creates, renews and releases the leader Lease.
+#![allow(clippy::disallowed_methods)]
+
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;

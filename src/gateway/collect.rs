@@ -2,6 +2,10 @@
 //! created once nothing uses it, and the sweep of the IngressClasses and
 //! ClusterRoleBindings whose gateway is gone. A deletion acts on live reads, never on a cache alone.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it deletes unused gateways and their orphaned cluster objects.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::HashSet;
 use std::sync::Arc;
 

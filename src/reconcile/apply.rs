@@ -13,6 +13,10 @@
 //! listed); one that is taken by someone else's object fails the whole apply
 //! as a name conflict listing each, and nothing is written.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it applies (creates and patches) an instance's objects.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;

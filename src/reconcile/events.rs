@@ -1,6 +1,10 @@
 //! Events: what they say is `kura_core::events` (pure); here they are
 //! published as Kubernetes Events, without holding up the reconcile.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it publishes an instance's Events.
+#![allow(clippy::disallowed_methods)]
+
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use std::sync::Arc;

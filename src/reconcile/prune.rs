@@ -7,6 +7,10 @@
 //! gone. An object whose deletion failed stays in the inventory, so the next
 //! reconcile tries again and status never claims it is gone.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it deletes the objects an instance no longer renders.
+#![allow(clippy::disallowed_methods)]
+
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;

@@ -2,6 +2,10 @@
 //! is written, only when it changed (I/O). The write never triggers another
 //! reconcile: the instance watch passes only generation and annotation changes.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it writes an instance's status.
+#![allow(clippy::disallowed_methods)]
+
 use kube::api::{Api, Patch, PatchParams};
 pub use kura_core::outcome::Outcome;
 pub use kura_core::status::*;

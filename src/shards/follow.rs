@@ -2,6 +2,10 @@
 //! campaign per shard, the planner that says which shards to want, and the
 //! follower of each shard that keeps the [`Gate`] in step with its Lease.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it writes this replica's membership and shard Leases.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -18,6 +18,10 @@
 //! the whole ledger, and those writes, not the apiserver, set the pace of a
 //! sharded fleet change.
 
+// A writer module (docs/architecture.md, "Who writes"):
+// it writes the sharded fleet's ledger ConfigMaps.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -90,6 +90,8 @@ pub fn decide(choice: Choice, shards: Shards, probe: Option<&Probe>) -> Filter {
 /// One list of at most one object at `url` (a built-in kind's collection:
 /// a custom resource's list does not say whether it applied the selector)
 /// with the selector of shard 0.
+// A raw request, but a GET: no write (docs/architecture.md, "Who writes").
+#[allow(clippy::disallowed_methods)]
 pub async fn probe(client: &Client, shards: Shards, url: &str) -> Probe {
     let Some(selector) = shards.selector(&[0].into()) else {
         return Probe::Ignored;
@@ -133,6 +135,9 @@ fn query(selector: &str) -> String {
 
 /// `client`, each of whose requests carries `shardSelector=selector`. Only
 /// lists and watches are sent through it.
+// Forwards the requests of that read-only client: no write of its own
+// (docs/architecture.md, "Who writes").
+#[allow(clippy::disallowed_methods)]
 fn selecting(client: &Client, selector: &str) -> Client {
     let base = client.clone();
     let query = query(selector);

@@ -2,6 +2,11 @@
 //! kube-controller-manager built from their Go modules; see
 //! scripts/control-plane.sh). Each test works in a namespace of its own.
 
+// A client of the cluster, as a user is: the tests create, change and delete
+// what they test against. The operator's writer modules (docs/architecture.md,
+// "Who writes") do not apply to them.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 // The hostile corpus and spec generator the unit tests of `render` use, not a copy.

@@ -3,6 +3,11 @@
 //! complete. No performance is asserted; that is what the benchmark is for.
 //! The fleet budget's bound is asserted: it is a guarantee, not a speed.
 
+// A client of the cluster, as a user is: the tests create, change and delete
+// what they test against. The operator's writer modules (docs/architecture.md,
+// "Who writes") do not apply to them.
+#![allow(clippy::disallowed_methods)]
+
 #[allow(dead_code)]
 #[path = "../../../tests/cluster/support.rs"]
 mod support;
