@@ -101,6 +101,48 @@ const KUBEBUILDER_RESOURCES: [(&str, &str); 2] = [
     ),
 ];
 
+/// Where the shipped alerts' runbooks are published (the chart's default
+/// `prometheusRule.runbookBaseUrl`).
+const RUNBOOK_BASE: &str = "https://github.com/kura-dev/kura-operator/blob/main/docs/runbooks";
+
+/// Every shipped alert links its runbook, a page of docs/runbooks that says
+/// what the alert means, how to confirm it and what to do.
+#[test]
+fn every_shipped_alert_links_its_runbook() {
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo().join(ALERTS)).unwrap()).unwrap();
+    let alerts: Vec<&serde_yaml::Value> = rules["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .filter(|r| r["alert"].is_string())
+        .collect();
+    assert!(alerts.len() >= 9);
+    for rule in alerts {
+        let alert = rule["alert"].as_str().unwrap();
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{alert} has no runbook_url"));
+        assert_eq!(url, format!("{RUNBOOK_BASE}/{alert}.md"), "{alert}");
+        let page = repo().join(format!("docs/runbooks/{alert}.md"));
+        let text = std::fs::read_to_string(&page)
+            .unwrap_or_else(|e| panic!("{alert}: {}: {e}", page.display()));
+        for section in [
+            format!("# {alert}\n"),
+            "## What it means".into(),
+            "## How to confirm".into(),
+            "## What to do".into(),
+        ] {
+            assert!(
+                text.contains(&section),
+                "{}: no {section:?}",
+                page.display()
+            );
+        }
+    }
+}
+
 /// A Prometheus of the test's own, scraping `target` every second and
 /// evaluating the shipped rules every second; stopped when dropped.
 struct Prometheus {

@@ -539,6 +539,30 @@ fn monitoring_objects_render_only_when_enabled_and_carry_the_shipped_files() {
     assert_eq!(dashboard, read("dashboard.json").trim_end());
     let (_, ksm) = data("rel-kura-operator-kube-state-metrics", "kura.yaml");
     assert_eq!(ksm, read("kube-state-metrics.yaml").trim_end());
+
+    // Runbooks of one's own: every alert's runbook_url under the value, and
+    // nothing else of the rules changed.
+    let own = template(
+        "rel",
+        "ops",
+        &[
+            "--set",
+            "prometheusRule.enabled=true,prometheusRule.runbookBaseUrl=https://wiki.example/ops/kura/",
+        ],
+    );
+    let spec = &of_kind(&own, "PrometheusRule")[0]["spec"];
+    let mut expected = alerts.clone();
+    let mut links = 0;
+    for group in expected["groups"].as_sequence_mut().unwrap() {
+        for rule in group["rules"].as_sequence_mut().unwrap() {
+            let alert = rule["alert"].as_str().unwrap().to_string();
+            rule["annotations"]["runbook_url"] =
+                Value::from(format!("https://wiki.example/ops/kura/{alert}.md"));
+            links += 1;
+        }
+    }
+    assert!(links >= 9);
+    assert_eq!(spec, &expected);
 }
 
 /// `kubeVersion` admits the tested minors, 1.33 to 1.37 (with vendor
