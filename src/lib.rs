@@ -6,6 +6,10 @@
 //! here under their own names; this crate reads the caches and memory, decides
 //! (`decide`), and does the I/O.
 
+// Unit tests may write as clients do; the code they test is checked without
+// them (docs/architecture.md, "Who writes").
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 pub use kura_core::{
     api, cached_sts, compact, config, fields, keys, kind, names, render, retry, rollout, rules,
     shard, status_trust, time, validate, window,
