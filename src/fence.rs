@@ -136,6 +136,13 @@ impl Fence {
         self.renewed(shard, None, Duration::ZERO);
     }
 
+    /// Whether a write to an object in `namespace` may be sent now.
+    pub fn allows_write_in(&self, namespace: &str) -> bool {
+        let path = format!("/api/v1/namespaces/{namespace}/configmaps/x");
+        self.check(&http::Method::PATCH, &path, Instant::now())
+            .is_ok()
+    }
+
     /// Whether a request of `method` to `path` may be sent at `now`; the
     /// shard it would act for when not.
     fn check(&self, method: &http::Method, path: &str, now: Instant) -> Result<(), Fenced> {

@@ -652,4 +652,53 @@ mod tests {
         assert!(!role(None, Some(S(15)), &s).healthy);
         assert!(!role(None, None, &s).healthy);
     }
+
+    /// A handover (or a shutdown) gives the Lease up only once nothing of
+    /// this process can write any more: whatever reconcile slipped past the
+    /// shard's gate just before, its writes after the release are refused.
+    /// The API here is a stand-in that records, when the release arrives,
+    /// whether the fence was still open (call order only).
+    #[tokio::test]
+    async fn the_fence_is_closed_before_the_lease_is_released() {
+        use std::sync::{Arc, Mutex};
+
+        use kura_core::shard::Shards;
+
+        let fence = Arc::new(crate::fence::Fence::elected(Shards::ONE, "kura"));
+        fence.renewed(0, Some(Instant::now()), S(10));
+        assert!(fence.allows_write_in("tenant"));
+        let open_at_release = Arc::new(Mutex::new(Vec::new()));
+        let service = {
+            let (fence, seen) = (fence.clone(), open_at_release.clone());
+            tower::service_fn(move |req: http::Request<kube::client::Body>| {
+                let (fence, seen) = (fence.clone(), seen.clone());
+                async move {
+                    if req.method() == http::Method::PUT {
+                        seen.lock().unwrap().push(fence.allows_write_in("tenant"));
+                    }
+                    let lease = serde_json::json!({
+                        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": "kura-operator", "namespace": "kura", "resourceVersion": "1"},
+                        "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15},
+                    });
+                    let body = kube::client::Body::from(serde_json::to_vec(&lease).unwrap());
+                    Ok::<_, std::convert::Infallible>(http::Response::new(body))
+                }
+            })
+        };
+        let client = kube::Client::new(service, "kura");
+        let settings = LeaseSettings {
+            fence: Some((fence.clone(), 0)),
+            namespace: "kura".into(),
+            ..settings()
+        };
+        let mut candidate = Candidate::new(Api::namespaced(client, "kura"), settings);
+        give_up(&mut candidate).await;
+        assert_eq!(
+            *open_at_release.lock().unwrap(),
+            [false],
+            "one release, sent with the fence closed"
+        );
+        assert!(!fence.allows_write_in("tenant"));
+    }
 }
