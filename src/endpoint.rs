@@ -45,6 +45,13 @@ impl Checker {
         }
     }
 
+    /// One tenant only (the operator scoped to one namespace): it may use
+    /// every slot, there is nobody to be fair to.
+    pub fn single_tenant(mut self) -> Checker {
+        self.per_tenant = self.slots.available_permits();
+        self
+    }
+
     /// One request for `tenant` (the instance's namespace), once a slot of
     /// the tenant's and one of the process's are free. Once the probe finds
     /// the workload available on the desired revision and the Ingress with an

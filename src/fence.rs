@@ -76,13 +76,17 @@ enum Target<'a> {
 }
 
 /// The error of a write the fence refused: not a failure of the request,
-/// which was never sent.
+/// which was never sent (or, in flight, abandoned when the time ran out).
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "not sent: this process's lease time for shard {shard} ran out (it may no longer lead); a write now could undo its successor's"
-)]
-pub struct Fenced {
-    pub shard: u32,
+pub enum Fenced {
+    #[error(
+        "not sent: this process holds no Lease time for shard {0} (it ran out, or it was never held); a write now could undo a leader's"
+    )]
+    NotSent(u32),
+    #[error(
+        "abandoned: this process's Lease time ran out while the request was in flight (the client's own retries included)"
+    )]
+    InFlight,
 }
 
 impl Fence {
@@ -115,8 +119,8 @@ impl Fence {
     }
 
     /// Shard `shard`'s Lease was renewed by a request sent at `sent`
-    /// (`None`: it is not held). Only moves the deadline forward for a
-    /// renewal: a later answer of an earlier renewal cannot extend it.
+    /// (`None`: it is not held): the deadline is that renewal's, whatever
+    /// it was before (the campaign reports its renewals in order).
     pub fn renewed(&self, shard: u32, sent: Option<Instant>, renew_deadline: Duration) {
         let Some(until) = &self.until else { return };
         let mut until = until.lock().unwrap();
@@ -143,33 +147,41 @@ impl Fence {
             .is_ok()
     }
 
-    /// Whether a request of `method` to `path` may be sent at `now`; the
-    /// shard it would act for when not.
-    fn check(&self, method: &http::Method, path: &str, now: Instant) -> Result<(), Fenced> {
+    /// Whether a request of `method` to `path` may be sent at `now`: until
+    /// when (`None`: no bound), or the shard it would act for.
+    fn check(
+        &self,
+        method: &http::Method,
+        path: &str,
+        now: Instant,
+    ) -> Result<Option<Instant>, Fenced> {
         let Some(until) = &self.until else {
-            return Ok(());
+            return Ok(None);
         };
+        let target = target(method, path, &self.own_namespace);
+        if target == Target::Free {
+            return Ok(None);
+        }
         let until = until.lock().unwrap();
-        let live = |s: usize| until.get(s).copied().flatten().is_some_and(|t| now < t);
-        match target(method, path) {
-            Target::Free => Ok(()),
+        let live = |s: usize| until.get(s).copied().flatten().filter(|t| now < *t);
+        match target {
+            Target::Free => Ok(None),
             Target::Namespaced(ns) if ns != self.own_namespace => {
                 let shard = self.shards.of_namespace(ns);
-                if live(shard as usize) {
-                    Ok(())
-                } else {
-                    Err(Fenced { shard })
-                }
+                live(shard as usize).map(Some).ok_or(Fenced::NotSent(shard))
             }
-            _ if (0..until.len()).any(live) => Ok(()),
-            _ => Err(Fenced { shard: 0 }),
+            _ => (0..until.len())
+                .filter_map(live)
+                .max()
+                .map(Some)
+                .ok_or(Fenced::NotSent(0)),
         }
     }
 
     fn refuse(&self, fenced: &Fenced, method: &http::Method, path: &str) {
         self.refused.inc();
         if !self.logged.swap(true, Ordering::Relaxed) {
-            tracing::warn!(shard = fenced.shard, %method, path, "a write was not sent: this process's lease time ran out; further refusals are counted in kura_writes_fenced_total");
+            tracing::warn!(%method, path, "{fenced}; further refusals are counted in kura_writes_fenced_total");
         }
     }
 }
@@ -183,12 +195,22 @@ fn fence_window(renew_deadline: Duration) -> Duration {
 /// `/api/v1/namespaces/{ns}/…` or `/apis/{group}/{version}/namespaces/{ns}/…`;
 /// a Namespace object itself (`…/namespaces/{ns}` with nothing after) is
 /// cluster-scoped.
-fn target<'a>(method: &http::Method, path: &'a str) -> Target<'a> {
+fn target<'a>(method: &http::Method, path: &'a str, own_namespace: &str) -> Target<'a> {
     use http::Method;
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Target::Free;
     }
     if path.starts_with("/apis/coordination.k8s.io/") {
+        return Target::Free;
+    }
+    // Events in the operator's own namespace: reports on its own Pod (an
+    // invalid configuration, an incompatible CRD) that every replica makes,
+    // leading or not; they change nothing a successor decides from.
+    let events = [
+        format!("/api/v1/namespaces/{own_namespace}/events"),
+        format!("/apis/events.k8s.io/v1/namespaces/{own_namespace}/events"),
+    ];
+    if !own_namespace.is_empty() && events.iter().any(|e| path.starts_with(e.as_str())) {
         return Target::Free;
     }
     let mut parts = path.trim_start_matches('/').split('/');
@@ -255,11 +277,27 @@ where
         // request leaves.
         let send = self.inner.call(request);
         Box::pin(async move {
-            if let Err(fenced) = fence.check(&method, &path, Instant::now()) {
-                fence.refuse(&fenced, &method, &path);
-                return Err(Box::new(fenced) as BoxError);
+            let until = match fence.check(&method, &path, Instant::now()) {
+                Ok(until) => until,
+                Err(fenced) => {
+                    fence.refuse(&fenced, &method, &path);
+                    return Err(Box::new(fenced) as BoxError);
+                }
+            };
+            let Some(until) = until else {
+                return send.await.map_err(Into::into);
+            };
+            // Bounded by the Lease time: what the client does below this
+            // layer (its retries of a 429 or a 503, a reconnect) is
+            // abandoned when the time runs out, not sent after it.
+            match tokio::time::timeout_at(until.into(), send).await {
+                Ok(answer) => answer.map_err(Into::into),
+                Err(_) => {
+                    let fenced = Fenced::InFlight;
+                    fence.refuse(&fenced, &method, &path);
+                    Err(Box::new(fenced) as BoxError)
+                }
             }
-            send.await.map_err(Into::into)
         })
     }
 }
@@ -351,7 +389,7 @@ mod tests {
         let path = |ns: &str| format!("/apis/apps/v1/namespaces/{ns}/statefulsets/x");
         assert!(fence.check(&Method::PATCH, &path(&mine), now).is_ok());
         let refused = fence.check(&Method::PATCH, &path(&theirs), now);
-        assert_eq!(refused.unwrap_err().shard, 1);
+        assert!(matches!(refused, Err(Fenced::NotSent(1))));
         // Core API paths too.
         let events = format!("/api/v1/namespaces/{theirs}/events");
         assert!(fence.check(&Method::POST, &events, now).is_err());
@@ -373,29 +411,49 @@ mod tests {
     #[test]
     fn paths_name_their_namespace_or_none() {
         assert_eq!(
-            target(&Method::PATCH, "/api/v1/namespaces/a/services/s"),
+            target(&Method::PATCH, "/api/v1/namespaces/a/services/s", "k"),
             Target::Namespaced("a")
         );
         assert_eq!(
             target(
                 &Method::PATCH,
-                "/apis/networking.k8s.io/v1/namespaces/b/ingresses/i"
+                "/apis/networking.k8s.io/v1/namespaces/b/ingresses/i",
+                "k"
             ),
             Target::Namespaced("b")
         );
         assert_eq!(
-            target(&Method::DELETE, "/api/v1/namespaces/a"),
+            target(&Method::DELETE, "/api/v1/namespaces/a", "k"),
             Target::Cluster,
             "the Namespace object itself"
         );
         assert_eq!(
             target(
                 &Method::POST,
-                "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                "k"
             ),
             Target::Cluster
         );
-        assert_eq!(target(&Method::GET, "/api/v1/pods"), Target::Free);
+        assert_eq!(target(&Method::GET, "/api/v1/pods", "k"), Target::Free);
+        assert_eq!(
+            target(
+                &Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/k/events",
+                "k"
+            ),
+            Target::Free,
+            "reports on the operator's own Pod"
+        );
+        assert_eq!(
+            target(
+                &Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/a/events",
+                "k"
+            ),
+            Target::Namespaced("a"),
+            "an Event on a tenant's object"
+        );
     }
 
     #[tokio::test]
@@ -466,5 +524,37 @@ mod tests {
                 .is_some()
         );
         assert!(!sent.load(Ordering::SeqCst));
+    }
+
+    /// A write sent in time whose answer (the client's retries below this
+    /// layer included) outlasts the Lease time is abandoned at that time.
+    #[tokio::test]
+    async fn a_write_in_flight_is_abandoned_when_the_lease_time_runs_out() {
+        use tower::{Layer, Service, ServiceExt};
+        // An answer that takes a minute: a 429 retried with Retry-After.
+        let inner = tower::service_fn(|_req: http::Request<()>| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, BoxError>(http::Response::new(()))
+        });
+        let fence = Arc::new(sharded(1));
+        // A short Lease: the answer is abandoned after 0.3 s, not 60.
+        fence.renewed(0, Some(Instant::now()), Duration::from_millis(300));
+        let mut service = FenceLayer(fence).layer(inner);
+        let request = http::Request::builder()
+            .method(Method::PATCH)
+            .uri("/api/v1/namespaces/a/configmaps/x")
+            .body(())
+            .unwrap();
+        let started = Instant::now();
+        let answer = service.ready().await.unwrap().call(request).await;
+        assert!(matches!(
+            answer.unwrap_err().downcast_ref::<Fenced>(),
+            Some(Fenced::InFlight)
+        ));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

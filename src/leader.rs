@@ -346,8 +346,15 @@ impl Candidate {
             Move::Acquire => self.held(Some(&spec)),
         };
         let renewing = self.role().leading;
+        // A Lease made by an earlier release lacks this one's labels (the
+        // shard count the planners read): every write of ours carries them.
+        let mut metadata = lease.metadata;
+        if !self.settings.labels.is_empty() {
+            let labels = metadata.labels.get_or_insert_with(Default::default);
+            labels.extend(self.settings.labels.clone());
+        }
         let lease = Lease {
-            metadata: lease.metadata,
+            metadata,
             spec: Some(spec),
         };
         let sent = Instant::now();

@@ -342,8 +342,16 @@ async fn run(
         memory: Default::default(),
         gateway_memory: Default::default(),
         refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
-        // 3 s per check, waiting for a slot included; 32 in flight.
-        endpoint: crate::endpoint::Checker::new(Duration::from_secs(3), 32),
+        // 3 s per check (from the request, not the wait for a slot); 32 in
+        // flight, a quarter of them per namespace unless only one is watched.
+        endpoint: {
+            let checker = crate::endpoint::Checker::new(Duration::from_secs(3), 32);
+            if args.namespace.is_some() {
+                checker.single_tenant()
+            } else {
+                checker
+            }
+        },
         shards: gate.clone(),
         gateway_roles: crate::render::gateway::GatewayRoles {
             namespaced: args.gateway_role.clone(),
@@ -569,7 +577,9 @@ pub async fn observed_client(
         .map(|a| a.to_string())
         .unwrap_or_default();
     let observed = crate::runtime_metrics::RestLayer::new(metrics, &host);
-    // Innermost: the fence reads the clock when the request is about to leave.
+    // Next to kube's own stack (its retries, auth and connection): the fence
+    // reads the clock when a write is about to be handed to it, and abandons
+    // one still in it (a 429 retried) when the Lease time runs out.
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&crate::fence::FenceLayer(fence))
         .with_layer(&timeout)

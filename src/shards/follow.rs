@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::watch;
 
@@ -190,7 +190,21 @@ async fn plan_loop(
             });
         }
         for name in stale {
-            let _ = api.delete(&name, &DeleteParams::default()).await;
+            // Only as it was judged stale: a member that renewed it since
+            // (a replica that was stopped, not dead) keeps it.
+            let seen = store
+                .state()
+                .iter()
+                .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
+                .and_then(|l| l.metadata.resource_version.clone());
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: seen,
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let _ = api.delete(&name, &params).await;
         }
         let holds = states.iter().any(|s| s.borrow().leading);
         // Healthy while this replica can renew its membership (`/readyz`)
