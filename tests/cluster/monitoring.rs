@@ -491,7 +491,13 @@ fn kube_state_metrics_paths_are_fields_of_the_crds() {
                     .iter()
                     .map(|s| s.as_str().unwrap())
                     .collect();
-                assert_eq!(states, allowed, "{kind} {name}");
+                // Every state a value the field can take (a series may
+                // follow some of them only, as kura_instance_paused does).
+                let unknown: Vec<&&str> = states.iter().filter(|s| !allowed.contains(s)).collect();
+                assert!(
+                    unknown.is_empty(),
+                    "{kind} {name}: {unknown:?} not in {allowed:?}"
+                );
             }
         }
     }

@@ -21,13 +21,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 
-/// The annotation on the generated CRDs naming the release that generated
-/// them, so that a message can name the installed CRD's version beside this
-/// build's.
-pub const VERSION_ANNOTATION: &str = "kura.dev/operator-version";
-
-/// This build's version: the one stamped into its CRDs.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+// Beside the other keys, so that `api` (which stamps them) does not import
+// this module, whose tests read `api`.
+pub use crate::keys::{CRD_VERSION_ANNOTATION as VERSION_ANNOTATION, OPERATOR_VERSION as VERSION};
 
 /// Why an installed CRD is not compatible; empty: compatible.
 #[derive(Debug, Clone, PartialEq, Eq)]

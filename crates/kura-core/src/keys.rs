@@ -79,3 +79,11 @@ pub const LABEL_SHARDS_OF: &str = "kura.dev/shards-of";
 /// different counts map namespaces to shards differently; one that sees a
 /// live replica of another count acts for nothing.
 pub const LABEL_SHARD_COUNT: &str = "kura.dev/shard-count";
+
+/// The annotation on the generated CRDs naming the release that generated
+/// them, so that a message can name the installed CRD's version beside this
+/// build's (`crd_compat`).
+pub const CRD_VERSION_ANNOTATION: &str = "kura.dev/operator-version";
+
+/// This build's version: the one stamped into its CRDs.
+pub const OPERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -32,14 +32,14 @@ fn crds_in_order() -> [CustomResourceDefinition; 2] {
     [stamped(KuraInstance::crd()), stamped(KuraGateway::crd())]
 }
 
-/// `crd` with the annotation naming this release (`crd_compat::VERSION`),
+/// `crd` with the annotation naming this release (`keys::OPERATOR_VERSION`),
 /// so that a message about an installed CRD can name both versions. It
 /// changes only with the crate's version, so the generated files stay put
 /// between releases.
 pub fn stamped(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd.metadata.annotations.get_or_insert_default().insert(
-        crate::crd_compat::VERSION_ANNOTATION.into(),
-        crate::crd_compat::VERSION.into(),
+        crate::keys::CRD_VERSION_ANNOTATION.into(),
+        crate::keys::OPERATOR_VERSION.into(),
     );
     crd
 }
