@@ -6,6 +6,15 @@ use std::time::Duration;
 
 pub use crate::time::parse_duration;
 
+/// A period something is done every (a resync, a Lease, a watch): not
+/// zero, which would make it a busy loop (or a panic of the timer).
+fn parse_period(s: &str) -> Result<std::time::Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?} is zero: a period must be longer")),
+        d => Ok(d),
+    }
+}
+
 /// A rate a second: a positive, finite number.
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -44,7 +53,7 @@ pub struct RunArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Periodic re-plan of every instance; a converged instance costs no writes.
-    #[arg(long, env = "KURA_RESYNC", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "KURA_RESYNC", default_value = "10m", value_parser = parse_period)]
     pub resync: Duration,
 
     /// Address of /metrics, /healthz and /readyz.
@@ -64,7 +73,7 @@ pub struct RunArgs {
     pub lease_name: String,
 
     /// Lease duration; a standby takes over at most this long after the leader dies.
-    #[arg(long, env = "KURA_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, env = "KURA_LEASE_DURATION", default_value = "15s", value_parser = parse_period)]
     pub lease_duration: Duration,
 
     /// Split the fleet into this many shards by a hash of the namespace, each
@@ -89,7 +98,7 @@ pub struct RunArgs {
 
     /// Server-side timeout of each watch request; a watch that outlives it is
     /// re-established (and a stuck apiserver noticed) at least this often.
-    #[arg(long, env = "KURA_WATCH_TIMEOUT", default_value = "290s", value_parser = parse_duration)]
+    #[arg(long, env = "KURA_WATCH_TIMEOUT", default_value = "290s", value_parser = parse_period)]
     pub watch_timeout: Duration,
 
     /// Instances reconciled at once.
@@ -644,6 +653,14 @@ mod tests {
     /// Every duration flag reads what `time::parse_duration` reads: hours and
     /// minutes together, ISO 8601, plain seconds; a negative one is refused
     /// naming the flag.
+    #[test]
+    fn a_period_of_zero_is_refused_naming_the_flag() {
+        for flag in ["--resync", "--lease-duration", "--watch-timeout"] {
+            let err = flags(&[flag, "0s"]).unwrap_err().to_string();
+            assert!(err.contains(flag) && err.contains("is zero"), "{err}");
+        }
+    }
+
     #[test]
     fn duration_flags_read_hours_and_minutes_together() {
         use std::time::Duration;

@@ -21,16 +21,27 @@
 //! Oracles, for every step: the fleet converges (`diff -A` has nothing left
 //! to write or delete, the state the same edits reach undisturbed, since
 //! `diff` is computed from the spec and configuration alone); no write
-//! leaves `a` after it resumed past its Lease; never two leaders at once.
+//! leaves `a` after it resumed past its Lease; never two leaders at once;
+//! objects that are not the operator's (a ConfigMap and a Service beside
+//! each fleet) are never deleted or replaced; no instance says Ready for
+//! longer than two resyncs while its StatefulSet has no available pod; and
+//! what both replicas wrote to the fleet's children after the edit is what
+//! `diff` predicted before it (the edit and the prediction are made with
+//! both replicas stopped, as in the preview property test): exactly; after
+//! a kill or a stop in the middle of the step, the same objects and actions
+//! with an update sent again allowed (the successor cannot know what its
+//! predecessor sent of a forced wave), never an object more or one less.
 //!
 //! `KURA_PERTURB_SEED` replays a run (every failure names it);
 //! `KURA_PERTURB_CASES` sets the number of steps (default 12; the longer
 //! job: `KURA_PERTURB_CASES=60 cargo test --test cluster -- perturb::`).
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -40,8 +51,9 @@ use crate::api_proxy::{ApiProxy, Trap};
 use crate::operator::{Operator, Options};
 use crate::ops::scratch_dir;
 use crate::preview_truth::property::{Instance, Region, Rng, apply_instance, config, edit};
-use crate::preview_truth::{CLASSES, nothing_to_change};
+use crate::preview_truth::{CLASSES, Writes, nothing_to_change, predicted, written};
 use crate::support::{PrivatePlane, wait_for};
+use kura_operator::api::{KuraInstance, Phase};
 
 /// Short, so that a stall past it takes seconds: a holder stops writing
 /// 3.9 s after its last renewal, a standby takes over after 6 s.
@@ -97,6 +109,13 @@ struct Harness {
     a: Operator,
     b: Operator,
     config: String,
+    /// The namespaces of the fleet the steps edit now.
+    scope: BTreeSet<String>,
+    /// What `diff` predicted of the step's edit, and when the edit was made.
+    predicted: Writes,
+    since: jiff::Timestamp,
+    /// A process was killed or stopped in the middle of this step.
+    interrupted: bool,
     plane: PrivatePlane,
 }
 
@@ -135,6 +154,10 @@ impl Harness {
             a,
             b,
             config: config.to_string(),
+            scope: BTreeSet::new(),
+            predicted: Writes::new(),
+            since: jiff::Timestamp::now(),
+            interrupted: false,
             plane,
         }
     }
@@ -179,14 +202,52 @@ impl Harness {
         panic!("a never led again:\n{}", self.a.log());
     }
 
-    /// Makes the step's edit; a new configuration goes to both replicas.
+    /// Makes the step's edit with both replicas stopped, and has `diff`
+    /// predict what it will make the operator write (as the preview
+    /// property test does); a new configuration goes to both replicas.
     async fn edit<F, Fut>(&mut self, edit_step: F)
     where
         F: FnOnce(Client) -> Fut,
         Fut: std::future::Future<Output = String>,
     {
+        self.a.signal("-STOP");
+        self.b.signal("-STOP");
         let config = edit_step(self.client.clone()).await;
+        self.since = jiff::Timestamp::now();
+        let path = self.plane.state.join("perturb-next-config.yaml");
+        std::fs::write(&path, &config).unwrap();
+        let args = ["-A", "--config", path.to_str().unwrap(), "-o", "json"];
+        let (code, out, err) = crate::diff::diff_raw(&self.plane.kubeconfig(), &args);
+        let report: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("diff {args:?} exited {code}: {e}: {out}{err}"));
+        self.predicted = predicted(&report, &self.scope);
         self.set_config(&config);
+        self.a.signal("-CONT");
+        self.b.signal("-CONT");
+    }
+
+    /// What the operator (either replica) wrote to the fleet's children since
+    /// the step's edit, against what `diff` predicted before it: exactly,
+    /// unless a process was killed or stopped in the middle of the step.
+    /// Then the one that carries on may send again what its predecessor had
+    /// sent (a forced re-apply is acknowledged in status only once its
+    /// whole wave is applied): the same objects, the same actions, an
+    /// object updated twice, but none written that was not predicted, and
+    /// none predicted left unwritten.
+    fn writes_as_predicted(&self) -> Option<String> {
+        let audit = self.plane.state.join("audit.log");
+        let wrote = written(&audit, self.since, &self.scope);
+        let as_predicted = if self.interrupted {
+            same_but_resent(&self.predicted, &wrote)
+        } else {
+            wrote == self.predicted
+        };
+        (!as_predicted).then(|| {
+            format!(
+                "the writes were not what diff predicted:\n    predicted: {:?}\n    written:   {wrote:?}",
+                self.predicted
+            )
+        })
     }
 
     /// `diff -A` under the configuration in force has nothing to change.
@@ -218,6 +279,7 @@ impl Harness {
         Fut: std::future::Future<Output = String>,
     {
         let mut found = Vec::new();
+        self.interrupted = false;
         match p {
             Perturbation::Crash { at, when } => {
                 let mut trap = self.proxy.trap(at, when);
@@ -226,6 +288,7 @@ impl Harness {
                     self.a.kill();
                     trap.release();
                     self.a.restart(&[]);
+                    self.interrupted = true;
                 } else {
                     self.proxy.disarm();
                 }
@@ -236,6 +299,7 @@ impl Harness {
                 if trap.hit(Duration::from_secs(20)).await.is_some() {
                     self.a.signal("-STOP");
                     trap.release();
+                    self.interrupted = true;
                     wait_role(&self.b, 1.0).await;
                     self.converged("the stall (b finishing)").await;
                     let resumed = k8s_openapi::jiff::Timestamp::now();
@@ -312,6 +376,128 @@ impl Harness {
     }
 }
 
+/// Objects that are not the operator's, beside the fleet's: a ConfigMap and
+/// a Service in each of its namespaces, named like no child. Whatever is
+/// done to the operator, they stay as they were (their uid).
+async fn bystanders(client: &Client, namespaces: &[String]) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let configs: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let body = json!({"metadata": {"name": "bystander"}, "data": {"owner": "someone else"}});
+        let made = configs
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(body).unwrap(),
+            )
+            .await
+            .unwrap();
+        out.push(("ConfigMap".into(), ns.clone(), made.metadata.uid.unwrap()));
+        let services: Api<Service> = Api::namespaced(client.clone(), ns);
+        let body = json!({"metadata": {"name": "bystander"}, "spec": {"ports": [{"port": 80}]}});
+        let made = services
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(body).unwrap(),
+            )
+            .await
+            .unwrap();
+        out.push(("Service".into(), ns.clone(), made.metadata.uid.unwrap()));
+    }
+    out
+}
+
+/// The bystanders gone or replaced since they were made.
+async fn bystanders_lost(client: &Client, made: &[(String, String, String)]) -> Vec<String> {
+    let mut lost = Vec::new();
+    for (kind, ns, uid) in made {
+        let now = if kind == "ConfigMap" {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            api.get_opt("bystander")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|o| o.metadata.uid)
+        } else {
+            let api: Api<Service> = Api::namespaced(client.clone(), ns);
+            api.get_opt("bystander")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|o| o.metadata.uid)
+        };
+        if now.as_deref() != Some(uid.as_str()) {
+            lost.push(format!(
+                "{kind} {ns}/bystander (not the operator's) is gone or replaced"
+            ));
+        }
+    }
+    lost
+}
+
+/// Instances whose status says Ready while their StatefulSet has no
+/// available pod, asked until none is or `within` has passed (a status may
+/// lag its workload for one pass, not more).
+async fn ready_but_unavailable(
+    client: &Client,
+    namespaces: &[String],
+    within: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut wrong = Vec::new();
+        for ns in namespaces {
+            let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
+            let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+            let Ok(list) = instances.list(&Default::default()).await else {
+                continue;
+            };
+            for i in list.items {
+                let name = i.metadata.name.clone().unwrap_or_default();
+                let ready = i
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Some(Phase::Ready));
+                if !ready {
+                    continue;
+                }
+                let available = sets
+                    .get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.status?.available_replicas)
+                    .unwrap_or(0);
+                if available < 1 {
+                    wrong.push(format!(
+                        "{ns}/{name} says Ready; its StatefulSet has no available pod"
+                    ));
+                }
+            }
+        }
+        if wrong.is_empty() || Instant::now() >= deadline {
+            return wrong;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await; // the polling period
+    }
+}
+
+/// `wrote` has the objects and actions of `predicted`, each action once or
+/// more, and nothing else (an update may repeat a create or an update).
+fn same_but_resent(predicted: &Writes, wrote: &Writes) -> bool {
+    let set = |v: &Vec<String>| v.iter().cloned().collect::<BTreeSet<String>>();
+    predicted.keys().eq(wrote.keys())
+        && predicted.iter().all(|(object, actions)| {
+            let (p, mut w) = (set(actions), set(&wrote[object]));
+            if !p.is_disjoint(&["create".to_string(), "update".to_string()].into()) {
+                w.remove("update");
+                let mut p = p.clone();
+                p.remove("update");
+                return p.is_subset(&w) && w.is_subset(&p);
+            }
+            p == w
+        })
+}
+
 async fn namespace(client: &Client, name: &str) {
     let body = json!({"metadata": {"name": name}});
     Api::<Namespace>::all(client.clone())
@@ -367,6 +553,8 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
         for ns in &namespaces {
             namespace(&h.client, ns).await;
         }
+        let others = bystanders(&h.client, &namespaces).await;
+        h.scope = namespaces.iter().cloned().collect();
         let mut instances: Vec<Instance> = (0..INSTANCES)
             .map(|i| {
                 crate::preview_truth::property::random_instance(&mut rng, fleet, &namespaces, i)
@@ -396,6 +584,13 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
             };
             eprintln!("{label}: {what}");
             h.converged(&label).await;
+            let mut found = found;
+            found.extend(h.writes_as_predicted());
+            found.extend(bystanders_lost(&h.client, &others).await);
+            // Two resyncs (3 s each): a status may lag its workload for a pass.
+            found.extend(
+                ready_but_unavailable(&h.client, &namespaces, Duration::from_secs(6)).await,
+            );
             for f in found {
                 failures.push(format!("{label}: {what}\n  {f}"));
             }
