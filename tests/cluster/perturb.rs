@@ -36,7 +36,7 @@
 //! `KURA_PERTURB_CASES` sets the number of steps (default 12; the longer
 //! job: `KURA_PERTURB_CASES=60 cargo test --test cluster -- perturb::`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -51,7 +51,9 @@ use crate::api_proxy::{ApiProxy, Trap};
 use crate::operator::{Operator, Options};
 use crate::ops::scratch_dir;
 use crate::preview_truth::property::{Instance, Region, Rng, apply_instance, config, edit};
-use crate::preview_truth::{CLASSES, Writes, nothing_to_change, predicted, written};
+use crate::preview_truth::{
+    CLASSES, Writes, audited_writes, nothing_to_change, predicted, written,
+};
 use crate::support::{PrivatePlane, wait_for};
 use kura_operator::api::{KuraInstance, Phase};
 
@@ -80,18 +82,31 @@ enum Perturbation {
     StandbyStallLeaseDeleted,
 }
 
+/// The write points a crash is played at, in turn: before and after each of
+/// the first writes of a step (a pass writes its children in two waves, its
+/// status and an Event: seven points cover the first wave and more).
+const CRASH_POINTS: usize = 7;
+
 impl Perturbation {
-    fn random(rng: &mut Rng) -> Perturbation {
+    /// The kind drawn; a crash at the next write point of the enumeration
+    /// (`crashes` played so far), before then after it.
+    fn random(rng: &mut Rng, crashes: &mut usize) -> Perturbation {
         let at = 1 + rng.below(4);
-        match rng.below(6) {
-            0 => Perturbation::Crash {
-                at,
-                when: Trap::Before,
-            },
-            1 => Perturbation::Crash {
-                at,
-                when: Trap::After,
-            },
+        let kind = rng.below(6);
+        if kind < 2 {
+            let n = *crashes;
+            *crashes += 1;
+            let when = if (n / CRASH_POINTS).is_multiple_of(2) {
+                Trap::Before
+            } else {
+                Trap::After
+            };
+            return Perturbation::Crash {
+                at: 1 + n % CRASH_POINTS,
+                when,
+            };
+        }
+        match kind {
             2 => Perturbation::Stall { at },
             3 => Perturbation::Lag {
                 api: LAGGED[rng.below(LAGGED.len())],
@@ -247,6 +262,36 @@ impl Harness {
                 "the writes were not what diff predicted:\n    predicted: {:?}\n    written:   {wrote:?}",
                 self.predicted
             )
+        })
+    }
+
+    /// Objects of the fleet written by both replicas in this step with
+    /// their writes interleaved (a, b, a): two processes acting at once.
+    /// One after the other (a handover) is how it should be.
+    fn written_by_two_at_once(&self) -> Option<String> {
+        let audit = self.plane.state.join("audit.log");
+        let by_a = self.proxy.writes_since(self.since);
+        let mut order: BTreeMap<String, Vec<char>> = BTreeMap::new();
+        for w in audited_writes(&audit, self.since, &self.scope) {
+            // a's requests pass the proxy, which records what it forwards
+            // just before the apiserver receives it.
+            let mine = by_a.iter().any(|p| {
+                p.path == w.uri
+                    && w.at.duration_since(p.at).abs() < jiff::SignedDuration::from_secs(2)
+            });
+            let who = if mine { 'a' } else { 'b' };
+            let seq = order.entry(w.object).or_default();
+            if seq.last() != Some(&who) {
+                seq.push(who);
+            }
+        }
+        let both: Vec<String> = order
+            .into_iter()
+            .filter(|(_, seq)| seq.len() > 2)
+            .map(|(o, seq)| format!("{o}: {}", seq.iter().collect::<String>()))
+            .collect();
+        (!both.is_empty()).then(|| {
+            format!("objects written by both replicas in turn, not one after the other: {both:?}")
         })
     }
 
@@ -547,7 +592,7 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
     let mut regions = [Region::random(&mut rng), Region::random(&mut rng)];
     let mut h = Harness::start(&config(&regions)).await;
     let mut failures = Vec::new();
-    let (mut case, mut fleet) = (0, 0);
+    let (mut case, mut fleet, mut crashes) = (0, 0, 0);
     while case < cases {
         let namespaces = vec![format!("q{fleet}a"), format!("q{fleet}b")];
         for ns in &namespaces {
@@ -562,7 +607,7 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
             .collect();
         for step in 0..STEPS_PER_FLEET.min(cases - case) {
             h.a_leads().await;
-            let perturbation = Perturbation::random(&mut rng);
+            let perturbation = Perturbation::random(&mut rng, &mut crashes);
             let label =
                 format!("{replay}: case {case} (fleet {fleet}, step {step}), {perturbation:?}");
             let mut what = String::new();
@@ -586,6 +631,7 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
             h.converged(&label).await;
             let mut found = found;
             found.extend(h.writes_as_predicted());
+            found.extend(h.written_by_two_at_once());
             found.extend(bystanders_lost(&h.client, &others).await);
             // Two resyncs (3 s each): a status may lag its workload for a pass.
             found.extend(

@@ -203,8 +203,31 @@ pub fn predicted(report: &Value, namespaces: &BTreeSet<String>) -> Writes {
 /// apply clears) are not the objects' writes; the gateway controller's
 /// applies are not the instance's.
 pub fn written(log: &Path, since: jiff::Timestamp, namespaces: &BTreeSet<String>) -> Writes {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut out = Writes::new();
+    for w in audited_writes(log, since, namespaces) {
+        out.entry(w.object).or_default().push(w.action.to_string());
+    }
+    out
+}
+
+/// One write of [`written`], with when the apiserver received it and the
+/// request's URI.
+pub struct AuditedWrite {
+    /// `Kind namespace/name`.
+    pub object: String,
+    pub action: &'static str,
+    pub at: jiff::Timestamp,
+    pub uri: String,
+}
+
+/// The writes [`written`] counts, one by one, in the log's order.
+pub fn audited_writes(
+    log: &Path,
+    since: jiff::Timestamp,
+    namespaces: &BTreeSet<String>,
+) -> Vec<AuditedWrite> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut out = Vec::new();
     for e in text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -219,12 +242,14 @@ pub fn written(log: &Path, since: jiff::Timestamp, namespaces: &BTreeSet<String>
             .and_then(|t| t.parse::<jiff::Timestamp>().ok());
         let user = e["user"]["username"].as_str().unwrap_or("");
         let uri = e["requestURI"].as_str().unwrap_or("");
+        let Some(at) = at.filter(|t| *t >= since) else {
+            continue;
+        };
         if !namespaces.contains(ns)
             || e["stage"] != "ResponseComplete"
             || !r["subresource"].is_null()
             || user.starts_with("system:")
             || !(200..300).contains(&code)
-            || at.is_none_or(|t| t < since)
             || uri.contains(&format!("fieldManager={GATEWAY_FIELD_MANAGER}"))
         {
             continue;
@@ -240,13 +265,12 @@ pub fn written(log: &Path, since: jiff::Timestamp, namespaces: &BTreeSet<String>
             "delete" => "prune",
             _ => continue,
         };
-        out.entry(format!(
-            "{} {ns}/{}",
-            kind.kind(),
-            r["name"].as_str().unwrap_or("")
-        ))
-        .or_default()
-        .push(action.to_string());
+        out.push(AuditedWrite {
+            object: format!("{} {ns}/{}", kind.kind(), r["name"].as_str().unwrap_or("")),
+            action,
+            at,
+            uri: uri.to_string(),
+        });
     }
     out
 }
