@@ -158,7 +158,7 @@ impl Fence {
         let Some(until) = &self.until else {
             return Ok(None);
         };
-        let target = target(method, path, &self.own_namespace);
+        let target = target(method, path);
         if target == Target::Free {
             return Ok(None);
         }
@@ -195,22 +195,12 @@ fn fence_window(renew_deadline: Duration) -> Duration {
 /// `/api/v1/namespaces/{ns}/…` or `/apis/{group}/{version}/namespaces/{ns}/…`;
 /// a Namespace object itself (`…/namespaces/{ns}` with nothing after) is
 /// cluster-scoped.
-fn target<'a>(method: &http::Method, path: &'a str, own_namespace: &str) -> Target<'a> {
+fn target<'a>(method: &http::Method, path: &'a str) -> Target<'a> {
     use http::Method;
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Target::Free;
     }
     if path.starts_with("/apis/coordination.k8s.io/") {
-        return Target::Free;
-    }
-    // Events in the operator's own namespace: reports on its own Pod (an
-    // invalid configuration, an incompatible CRD) that every replica makes,
-    // leading or not; they change nothing a successor decides from.
-    let events = [
-        format!("/api/v1/namespaces/{own_namespace}/events"),
-        format!("/apis/events.k8s.io/v1/namespaces/{own_namespace}/events"),
-    ];
-    if !own_namespace.is_empty() && events.iter().any(|e| path.starts_with(e.as_str())) {
         return Target::Free;
     }
     let mut parts = path.trim_start_matches('/').split('/');
@@ -411,19 +401,18 @@ mod tests {
     #[test]
     fn paths_name_their_namespace_or_none() {
         assert_eq!(
-            target(&Method::PATCH, "/api/v1/namespaces/a/services/s", "k"),
+            target(&Method::PATCH, "/api/v1/namespaces/a/services/s"),
             Target::Namespaced("a")
         );
         assert_eq!(
             target(
                 &Method::PATCH,
                 "/apis/networking.k8s.io/v1/namespaces/b/ingresses/i",
-                "k"
             ),
             Target::Namespaced("b")
         );
         assert_eq!(
-            target(&Method::DELETE, "/api/v1/namespaces/a", "k"),
+            target(&Method::DELETE, "/api/v1/namespaces/a"),
             Target::Cluster,
             "the Namespace object itself"
         );
@@ -431,28 +420,14 @@ mod tests {
             target(
                 &Method::POST,
                 "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-                "k"
             ),
             Target::Cluster
         );
-        assert_eq!(target(&Method::GET, "/api/v1/pods", "k"), Target::Free);
+        assert_eq!(target(&Method::GET, "/api/v1/pods"), Target::Free);
         assert_eq!(
-            target(
-                &Method::POST,
-                "/apis/events.k8s.io/v1/namespaces/k/events",
-                "k"
-            ),
-            Target::Free,
-            "reports on the operator's own Pod"
-        );
-        assert_eq!(
-            target(
-                &Method::POST,
-                "/apis/events.k8s.io/v1/namespaces/a/events",
-                "k"
-            ),
-            Target::Namespaced("a"),
-            "an Event on a tenant's object"
+            target(&Method::POST, "/apis/events.k8s.io/v1/namespaces/k/events"),
+            Target::Namespaced("k"),
+            "an Event is a write like any other, in the operator's namespace too"
         );
     }
 

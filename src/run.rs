@@ -225,6 +225,16 @@ async fn run(
         fence.clone(),
     )
     .await?;
+    // Reports on this process's own Pod (an invalid configuration, an
+    // incompatible CRD) are made by every replica, leading or not: a client
+    // of their own, outside the fence, which guards what a leader decides.
+    let reports = observed_client(
+        args.kubeconfig.as_deref(),
+        read_timeout,
+        metrics.runtime.clone(),
+        Arc::new(crate::fence::Fence::open()),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
@@ -254,7 +264,7 @@ async fn run(
     let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
     let report = crate::config_watch::Report {
         metrics: probes.metrics.clone(),
-        events: crate::config_watch::PodEvents::from_env(client.clone(), reporter.clone()),
+        events: crate::config_watch::PodEvents::from_env(reports.clone(), reporter.clone()),
     };
     let source = match &args.config_map {
         Some(at) => {
@@ -279,7 +289,7 @@ async fn run(
         crate::crd_check::Report {
             gate: gate.clone(),
             metrics: probes.metrics.clone(),
-            events: pod_events_target(&client, &reporter),
+            events: pod_events_target(&reports, &reporter),
         },
     ));
     let instances_api: kube::Api<crate::api::KuraInstance> = match &args.namespace {
