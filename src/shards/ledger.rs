@@ -200,8 +200,8 @@ impl Ledger {
     /// when there is one), decide, write with the resourceVersion read; a
     /// write refused because another came first reads again and decides
     /// again. `decide` is asked at least once. A ledger with an entry dated
-    /// ahead (`ledger::dated_ahead`) is written without it even when nothing
-    /// is reserved.
+    /// ahead (`ledger::dated_ahead`) is written with it re-dated to this
+    /// process's clock even when nothing is reserved.
     async fn commit(
         &self,
         copy: &mut Option<ConfigMap>,
@@ -221,8 +221,10 @@ impl Ledger {
                 .as_ref()
                 .and_then(|cm| cm.data.as_ref()?.get(DATA_KEY).cloned());
             let parsed = ledger::parse(text.as_deref());
-            // Written though nothing is reserved: kept, it would count later.
+            // Written though nothing is reserved: kept as it is, it would
+            // count for a TTL from its own date.
             let dated_ahead = parsed.iter().any(|e| ledger::dated_ahead(&e.at, now));
+            let parsed = ledger::redated(parsed, now);
             let entries: Vec<Entry> = ledger::live(parsed, now, ledger::TTL)
                 .into_iter()
                 .filter(|e| ledger::stands(e, seen(e), now))

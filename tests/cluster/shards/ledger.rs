@@ -200,15 +200,15 @@ async fn entries_of_paused_or_deleting_instances_or_dated_ahead_hold_no_slot() {
     }
 }
 
-/// An entry dated more than the clocks' skew ahead is dropped when it is
-/// read, even by a read that reserves nothing: left there, it would count
-/// once the clock came within the skew of its date, for a TTL from then.
-/// Here an entry dated now holds the only slot for its TTL (60 s), as a
-/// replica's admission would, and one dated 59 s ahead would take it over
-/// until 119 s; both for instances the change does not restart (their own
-/// memory request). The next admission comes when the first entry ends.
+/// An entry dated more than the clocks' skew ahead is re-dated to the
+/// reader's clock when it is read, even by a read that reserves nothing:
+/// left as it was, it would count for a TTL from its own date. Here an entry
+/// dated now holds the only slot for its TTL (60 s), as a replica's
+/// admission would, and one dated 59 s ahead would hold it until 119 s; both
+/// for instances the change does not restart (their own memory request).
+/// The next admission comes when both end, a TTL after the first read.
 #[tokio::test]
-async fn an_entry_dated_ahead_is_dropped_when_read_not_counted_later() {
+async fn an_entry_dated_ahead_is_re_dated_when_read_not_counted_later() {
     let (bench, a, b, _) = paced("shards-ahead", 39, 1).await;
     let ns = |k: usize| bench.namespaces[k].0.clone();
     // The fleet's change (the regions' default request) does not reach them.

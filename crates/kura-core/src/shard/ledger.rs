@@ -7,12 +7,15 @@
 //! `ttl`, long enough for every cache to show what it reserved (the admission
 //! record, the Ingress); after that the cluster is the record.
 //!
-//! Anyone who may write the ConfigMap can write an entry, so an entry's date
-//! is not trusted either ([`age`]): one dated more than [`SKEW`] ahead of the
-//! reader's clock holds nothing and is dropped when read ([`dated_ahead`]),
-//! and one dated less counts from its date, so no entry counts for longer
-//! than `ttl + SKEW` after a replica first reads it. An entry whose instance
-//! is gone, paused or being deleted holds no slot of the budget ([`stands`]).
+//! Anyone who may write the ConfigMap can write an entry, and a replica's
+//! clock may run ahead of another's, so an entry's date is not trusted
+//! either ([`age`]): one dated more than [`SKEW`] ahead of the reader's clock
+//! is re-dated to that clock when the reader writes the ledger, which it does
+//! at once ([`redated`]); one dated less counts from its date. So no entry
+//! counts for longer than `ttl + SKEW` after a replica first reads it, and
+//! none is lost because its writer's clock runs fast. An entry whose
+//! instance is gone, paused or being deleted holds no slot of the budget
+//! ([`stands`]).
 
 use std::time::Duration;
 
@@ -56,37 +59,47 @@ pub fn render(entries: &[Entry]) -> String {
     serde_json::to_string(entries).unwrap_or_else(|_| "[]".into())
 }
 
-/// How far ahead of the reader's clock an entry may be dated and still
-/// count: the writer's clock may run ahead of the reader's by that much.
+/// How far ahead of the reader's clock an entry may be dated and keep its
+/// date: the writer's clock may run ahead of the reader's by that much.
 /// Nodes' clocks are kept within milliseconds of each other (NTP); 5 s
 /// leaves room for one that is off by far more, and is small beside the
 /// TTL (a forged entry gains at most that) and beside [`UNSEEN`].
 pub const SKEW: Duration = Duration::from_secs(5);
 
-/// How old an entry dated `at` is at `now`, or `None` when it cannot count:
-/// unreadable, or [`dated_ahead`]. One dated up to [`SKEW`] ahead is as old
-/// as one written now, and ages from its date.
+/// How old an entry dated `at` is at `now`, or `None` when it cannot count
+/// (unreadable). One dated ahead is as old as one written now: it counts,
+/// and is [`redated`] when the ledger is next written.
 pub fn age(at: &str, now: Timestamp) -> Option<Duration> {
-    if dated_ahead(at, now) {
-        return None;
-    }
     let at = at.parse::<Timestamp>().ok()?;
     Some(Duration::try_from(now.duration_since(at)).unwrap_or_default())
 }
 
 /// Whether an entry dated `at` is dated more than [`SKEW`] ahead of `now`:
-/// no replica wrote that (a hand did, or a clock that is wrong), so it holds
-/// nothing. Such an entry is dropped from the ledger when it is read: left
-/// there, it would count once the clock came within [`SKEW`] of its date,
-/// and for a TTL from then (one dated 59 s ahead: 119 s in all).
+/// a hand wrote that, or a clock that runs fast. Left as it is, it would
+/// count for a TTL from its date (one dated 59 s ahead: 119 s in all); so a
+/// replica that reads one writes the ledger at once with it [`redated`].
 pub fn dated_ahead(at: &str, now: Timestamp) -> bool {
     at.parse::<Timestamp>()
         .is_ok_and(|at| Duration::try_from(at.duration_since(now)).is_ok_and(|ahead| ahead > SKEW))
 }
 
+/// `entries` with those [`dated_ahead`] of `now` dated `now`: each counts
+/// for a TTL from when a replica first read it, and an entry of a replica
+/// whose clock runs fast is kept (dropping it would free what it reserves).
+pub fn redated(entries: Vec<Entry>, now: Timestamp) -> Vec<Entry> {
+    entries
+        .into_iter()
+        .map(|mut e| {
+            if dated_ahead(&e.at, now) {
+                e.at = now.to_string();
+            }
+            e
+        })
+        .collect()
+}
+
 /// Whether an entry dated `at` still counts at `now`: younger than `ttl`
-/// by [`age`]. So, with an entry [`dated_ahead`] dropped when read, none
-/// counts for longer than `ttl + SKEW` from when a replica first reads it.
+/// by [`age`].
 pub fn counts(at: &str, now: Timestamp, ttl: Duration) -> bool {
     age(at, now).is_some_and(|age| age < ttl)
 }

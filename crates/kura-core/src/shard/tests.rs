@@ -222,8 +222,15 @@ fn ledger_entries_count_for_their_ttl_only() {
         entry("ns/c", "3", "2026-12-01T12:30:00Z"),
         entry("ns/d", "4", "not a time"),
     ];
-    let live = ledger::live(entries, now, ledger::TTL);
-    assert_eq!(live, [entry("ns/a", "1", "2026-12-01T11:59:30Z")]);
+    // Half an hour ahead: re-dated to the reader's clock, then a TTL from it.
+    let live = ledger::live(ledger::redated(entries, now), now, ledger::TTL);
+    assert_eq!(
+        live,
+        [
+            entry("ns/a", "1", "2026-12-01T11:59:30Z"),
+            entry("ns/c", "3", "2026-12-01T12:00:00Z"),
+        ]
+    );
     let text = ledger::render(&live);
     assert_eq!(ledger::parse(Some(&text)), live);
     assert_eq!(ledger::parse(Some("{not json")), []);
@@ -256,22 +263,33 @@ fn a_ledger_entry_counts_for_its_ttl_from_no_later_than_now_plus_the_skew() {
     let later = |secs: i64| now + jiff::SignedDuration::from_secs(secs);
     assert!(counts(&at(5), later(64), TTL));
     assert!(!counts(&at(5), later(65), TTL));
-    // Further ahead than any clock's skew: not trusted, it holds nothing,
-    // whether a second past the skew, within the TTL or an hour ahead.
+    // Further ahead than the skew: it counts as if written now, and is
+    // re-dated to the reader's clock when the ledger is written (at once),
+    // so it counts for a TTL from that read: never for longer, never lost.
     for ahead in [6, 30, 59, 60, 61, 3600] {
-        assert_eq!(age(&at(ahead), now), None, "{ahead} s ahead");
-        assert!(!counts(&at(ahead), now, TTL), "{ahead} s ahead");
+        assert_eq!(
+            age(&at(ahead), now),
+            Some(Duration::ZERO),
+            "{ahead} s ahead"
+        );
+        assert!(counts(&at(ahead), now, TTL), "{ahead} s ahead");
+        assert!(dated_ahead(&at(ahead), now), "{ahead} s ahead");
     }
-    // The entry, 59 s ahead: nothing, and to be dropped when read,
-    // until the clock is within the skew of its date (had nobody read it
-    // before: then it counts, for its own TTL).
-    for t in [0, 30, 53] {
-        assert!(dated_ahead(&at(59), later(t)), "after {t} s");
-        assert!(!counts(&at(59), later(t), TTL), "after {t} s");
-    }
-    assert!(!dated_ahead(&at(59), later(54)));
-    assert!(counts(&at(59), later(54), TTL));
-    assert!(!counts(&at(59), later(119), TTL));
+    let entry = |at: String| ledger::Entry {
+        key: "ns/i".into(),
+        uid: "u".into(),
+        owner: None,
+        at,
+        canary: false,
+    };
+    // The entry, 59 s ahead: read now, it counts until now + TTL,
+    // not 119 s.
+    let redated = ledger::redated(vec![entry(at(59)), entry(at(3)), entry(at(-10))], now);
+    assert_eq!(redated[0].at, now.to_string());
+    assert_eq!(redated[1].at, at(3), "within the skew: its own date");
+    assert_eq!(redated[2].at, at(-10));
+    assert!(counts(&redated[0].at, later(59), TTL));
+    assert!(!counts(&redated[0].at, later(60), TTL));
     assert!(!dated_ahead(&at(5), now) && !dated_ahead(&at(-600), now));
     assert_eq!(age("not a time", now), None);
     assert!(!dated_ahead("not a time", now));
@@ -312,23 +330,15 @@ fn an_entry_whose_instance_is_gone_holds_nothing() {
     assert!(stands(&fresh, Seen::Nothing, now));
     assert!(!stands(&older, Seen::Nothing, now));
     assert!(!stands(&entry("ns/a", "1", "never"), Seen::Nothing, now));
-    // Dated ahead (a hand, or a clock): no longer than one unseen, and
-    // nothing when further ahead than the clocks' skew.
-    assert!(stands(
-        &entry("ns/a", "1", "2026-12-01T12:00:04Z"),
-        Seen::Nothing,
-        now
-    ));
-    assert!(!stands(
-        &entry("ns/a", "1", "2026-12-01T12:00:08Z"),
-        Seen::Nothing,
-        now
-    ));
-    assert!(!stands(
-        &entry("ns/a", "1", "2026-12-01T12:00:50Z"),
-        Seen::Nothing,
-        now
-    ));
+    // Dated ahead (a hand, or a clock): as if written now, for one unseen
+    // (re-dated to the reader's clock when the ledger is written).
+    for at in [
+        "2026-12-01T12:00:04Z",
+        "2026-12-01T12:00:08Z",
+        "2026-12-01T12:00:50Z",
+    ] {
+        assert!(stands(&entry("ns/a", "1", at), Seen::Nothing, now), "{at}");
+    }
     // Its instance paused or being deleted (`Seen::Out`): nothing, however
     // fresh.
     assert!(!stands(&fresh, Seen::Out, now));
