@@ -33,7 +33,7 @@
 //! predecessor sent of a forced wave), never an object more or one less.
 //!
 //! `KURA_PERTURB_SEED` replays a run (every failure names it);
-//! `KURA_PERTURB_CASES` sets the number of steps (default 12; the longer
+//! `KURA_PERTURB_CASES` sets the number of steps (default 24; the longer
 //! job: `KURA_PERTURB_CASES=60 cargo test --test cluster -- perturb::`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -585,7 +585,7 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
         .unwrap()
         .as_nanos() as u64;
     let seed = env_number("KURA_PERTURB_SEED", now);
-    let cases = env_number("KURA_PERTURB_CASES", 12) as usize;
+    let cases = env_number("KURA_PERTURB_CASES", 24) as usize;
     let replay = format!("KURA_PERTURB_SEED={seed} KURA_PERTURB_CASES={cases}");
     eprintln!("perturbation harness: {replay}");
     let mut rng = Rng(seed);
