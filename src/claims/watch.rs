@@ -143,6 +143,20 @@ impl Claims {
         hosts(&HostInputs::from(&instance.spec), domain)
     }
 
+    /// A preview's stand-in for an apply that rewrites the rules of our
+    /// Ingress `namespace/name` to `hosts` (`Index::rewrite_hosts`): returns
+    /// the instances waiting for a host it frees, which the operator would
+    /// reconcile once the write's watch event came.
+    pub fn rewrite_hosts(
+        &self,
+        namespace: &str,
+        name: &str,
+        hosts: impl IntoIterator<Item = String>,
+    ) -> Vec<(String, String)> {
+        let mut index = self.index.lock().unwrap();
+        index.rewrite_hosts(namespace, name, hosts)
+    }
+
     /// `instance` is invalid: it asks for no host until it is decided again,
     /// so that input nobody can apply keeps nobody waiting.
     pub fn stand_down(&self, instance: &KuraInstance) {

@@ -7,7 +7,7 @@ use futures::StreamExt;
 
 use super::read::{self, Scope};
 use super::report::Report;
-use super::{diff_instance, keep_used_gateways};
+use super::{diff_instance, follow_freed_hosts, keep_used_gateways};
 use crate::config::OperatorConfig;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -108,6 +108,7 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
         .iter()
         .map(|i| diff_instance(i, &config, &live, args.show_diff))
         .collect();
+    follow_freed_hosts(&instances, &mut diffs, &config, &live, args.show_diff);
     drop(live);
     // The caches list only labelled objects: the names the operator would
     // create are read, as it reads them before its first write (or after a

@@ -182,6 +182,10 @@ pub struct InstanceDiff {
     /// Storage the configuration asks for that the live StatefulSet keeps otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_pending: Option<String>,
+    /// A host conflict's holders (namespace, name): their own changes may
+    /// free the host ([`follow_freed_hosts`]).
+    #[serde(skip)]
+    pub held_by: Vec<(String, String)>,
 }
 
 impl InstanceDiff {
@@ -249,6 +253,7 @@ pub fn diff_instance(
         problems: Vec::new(),
         kept: Vec::new(),
         storage_pending: decision.pending_storage.as_ref().map(|p| p.to_string()),
+        held_by: Vec::new(),
     };
     match &decision.verdict {
         Verdict::Invalid(errors) => {
@@ -266,15 +271,88 @@ pub fn diff_instance(
         }
         Verdict::Valid(valid) => {
             report_valid(&mut out, instance, &decision, valid, live, show_diff);
-            if matches!(valid.plan, Plan::Apply { .. }) && valid.host_conflict.is_none() {
+            if let (Plan::Apply { apply, .. }, None) = (&valid.plan, &valid.host_conflict) {
                 // As the operator's apply does, before it writes: the hosts
                 // are its from now on, for the instances previewed after it.
                 let _ = live.stores.claims.claim(instance, config, now);
+                // And as its write does: an Ingress moved to other hosts
+                // serves the old ones no more.
+                rewrite_ingress_hosts(apply, &valid.desired, live);
             }
         }
     }
     out.settle();
     out
+}
+
+/// The hosts the Ingresses `apply` updates serve once written, in the claims
+/// of `live`.
+fn rewrite_ingress_hosts(apply: &[ApplyOp], desired: &Desired, live: &Live) {
+    let updated = apply
+        .iter()
+        .filter(|op| op.id.kind == ChildKind::Ingress && !op.create);
+    for op in updated {
+        let Some(object) = desired.objects.iter().find(|o| o.id == op.id) else {
+            continue;
+        };
+        let body = object.body();
+        let hosts = body["spec"]["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|rule| rule["host"].as_str().map(str::to_string));
+        let namespace = op.id.namespace.as_deref().unwrap_or_default();
+        live.stores
+            .claims
+            .rewrite_hosts(namespace, &op.id.name, hosts);
+    }
+}
+
+/// Hosts freed by the changes previewed: an instance in a host conflict
+/// whose holder's own change moves its Ingress off the host gets the host
+/// once that is written (the operator reconciles those waiting on a host as
+/// soon as it is free), so it is decided again after its holders, those
+/// outside `shown` included (their changes are not shown, but made all the
+/// same), until nothing changes. `diffs` are those of `shown`, in order.
+pub fn follow_freed_hosts(
+    shown: &[KuraInstance],
+    diffs: &mut [InstanceDiff],
+    config: &OperatorConfig,
+    live: &Live,
+    show_diff: bool,
+) {
+    let mut decided: std::collections::BTreeSet<(String, String)> = diffs
+        .iter()
+        .map(|d| (d.namespace.clone(), d.name.clone()))
+        .collect();
+    // Each round frees hosts for at least one more instance, or ends.
+    for _ in 0..=shown.len() {
+        let holders: Vec<(String, String)> = diffs
+            .iter()
+            .flat_map(|d| d.held_by.iter().cloned())
+            .filter(|h| decided.insert(h.clone()))
+            .collect();
+        for (namespace, name) in holders {
+            let at = kube::runtime::reflector::ObjectRef::new(&name).within(&namespace);
+            if let Some(holder) = live.stores.instances.get(&at) {
+                diff_instance(&holder, config, live, false);
+            }
+        }
+        let mut changed = false;
+        for (instance, diff) in shown.iter().zip(diffs.iter_mut()) {
+            if diff.state != State::HostConflict {
+                continue;
+            }
+            let again = diff_instance(instance, config, live, show_diff);
+            if again.state != State::HostConflict {
+                *diff = again;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
 }
 
 /// The report of a valid instance's decision.
@@ -297,6 +375,11 @@ fn report_valid(
     };
     if let Some(conflict) = &valid.host_conflict {
         out.state = State::HostConflict;
+        out.held_by = conflict
+            .0
+            .iter()
+            .map(|l| (l.holder.namespace.clone(), l.holder.name.clone()))
+            .collect();
         let lost: Vec<String> = conflict.0.iter().map(ToString::to_string).collect();
         out.problems = problems(&lost);
         return;

@@ -269,6 +269,7 @@ mod tests {
             problems: Vec::new(),
             kept: Vec::new(),
             storage_pending: None,
+            held_by: Vec::new(),
         }
     }
 

@@ -701,3 +701,69 @@ fn a_host_another_instance_holds_is_a_conflict_and_nothing_is_written() {
             .contains("ns/acme: host conflict, nothing applied")
     );
 }
+
+/// The holder of a host moves to another in the same change: once its
+/// Ingress is written the host is free, and the operator (which wakes those
+/// waiting on a host) creates the waiting instance. The preview says so,
+/// also when only the waiting instance is shown.
+#[test]
+fn a_host_its_holder_moves_off_goes_to_the_instance_waiting_for_it() {
+    let config = config();
+    let mut fleet = Fleet::converged(instance("acme", json!({})), &config);
+    let mut waiting = instance("waiting", json!({"host": "acme.r1.kura.test"}));
+    waiting.metadata.namespace = Some("other".into());
+    fleet.others.push(waiting.clone());
+
+    // Negative control: the holder keeps the host, the other waits.
+    let live = fleet.live(false);
+    let mut diffs = vec![diff_instance(&waiting, &config, &live, false)];
+    follow_freed_hosts(
+        std::slice::from_ref(&waiting),
+        &mut diffs,
+        &config,
+        &live,
+        false,
+    );
+    assert_eq!(diffs[0].state, State::HostConflict, "{:?}", diffs[0]);
+    assert_eq!(diffs[0].held_by, [("ns".to_string(), "acme".to_string())]);
+
+    // The holder's spec moves it to another host (its Ingress not yet written).
+    fleet.instance.spec.host = Some("moved.example".into());
+    let live = fleet.live(false);
+    let mut diffs = vec![diff_instance(&waiting, &config, &live, false)];
+    assert_eq!(diffs[0].state, State::HostConflict, "{:?}", diffs[0]);
+    follow_freed_hosts(
+        std::slice::from_ref(&waiting),
+        &mut diffs,
+        &config,
+        &live,
+        false,
+    );
+    assert_eq!(diffs[0].state, State::Changes, "{:?}", diffs[0]);
+    assert!(
+        changes(&diffs[0]).contains(&"+ Ingress waiting".to_string()),
+        "{:?}",
+        changes(&diffs[0])
+    );
+
+    // Both shown, the holder first: the waiting one is decided after its
+    // holder's write, in the first pass already.
+    let live = fleet.live(false);
+    let shown = [fleet.instance.clone(), waiting.clone()];
+    let mut diffs: Vec<_> = shown
+        .iter()
+        .map(|i| diff_instance(i, &config, &live, false))
+        .collect();
+    assert_eq!(diffs[1].state, State::Changes, "{:?}", diffs[1]);
+    follow_freed_hosts(&shown, &mut diffs, &config, &live, false);
+    assert_eq!(
+        changes(&diffs[0]),
+        [
+            "~ ConfigMap acme-config",
+            "~ Ingress acme",
+            "~ StatefulSet acme"
+        ]
+        .map(String::from)
+        .to_vec()
+    );
+}

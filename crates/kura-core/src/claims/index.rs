@@ -252,6 +252,30 @@ impl Index {
         self.waiting_on(&changed, &holders)
     }
 
+    /// Our Ingress `namespace/name` serves `hosts` from now on: the rules an
+    /// apply about to be sent gives it. A preview's stand-in for the watch
+    /// event that follows the write, so that what the holder's own change
+    /// frees is seen free by those waiting for it. An Ingress not indexed (to
+    /// be created) changes nothing: the grant before the apply holds its hosts.
+    pub fn rewrite_hosts(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        hosts: impl IntoIterator<Item = String>,
+    ) -> Vec<Wake> {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(served) = self.ingresses.get_mut(&key) else {
+            return Vec::new();
+        };
+        let hosts: Few<String> = hosts.into_iter().collect();
+        let before = std::mem::replace(&mut served.hosts, hosts.clone());
+        let holder = served.holder.uid.clone();
+        unindex(&mut self.served, &before, &key);
+        index(&mut self.served, &hosts, &key);
+        let changed: Vec<String> = before.symmetric_difference(&hosts).cloned().collect();
+        self.waiting_on(&changed, &[&holder])
+    }
+
     pub fn remove_ingress(&mut self, ingress: &Ingress) -> Vec<Wake> {
         let Some(key) = ingress_key(ingress) else {
             return Vec::new();

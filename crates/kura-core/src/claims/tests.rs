@@ -530,6 +530,38 @@ fn ingresses_of_ours_serve_while_their_instance_lives() {
     assert_eq!(decide(&mut index, &waiting), Ok(()));
 }
 
+/// A preview's stand-in for the write of the holder's Ingress: the hosts its
+/// rules move off are free for those waiting, as after the watch event.
+#[test]
+fn rewriting_an_ingress_s_hosts_frees_what_it_moved_off() {
+    let mut index = index();
+    let holder = instance("acme", "a", 9, Some("shop.example"), &[]);
+    let waiting = instance("first", "b", 0, Some("shop.example"), &[]);
+    index.upsert_instance_now(&holder);
+    index.upsert_instance_now(&waiting);
+    index.upsert_ingress(&ingress("a", "acme", "acme", &["shop.example"]));
+    let mut moved = holder.clone();
+    moved.spec.host = Some("else.example".into());
+    index.upsert_instance_now(&moved);
+    assert!(decide(&mut index, &waiting).is_err());
+    // Hosts unchanged: nobody woken, nothing freed.
+    assert_eq!(
+        index.rewrite_hosts("a", "acme", ["shop.example".to_string()]),
+        []
+    );
+    assert!(decide(&mut index, &waiting).is_err());
+    assert_eq!(
+        index.rewrite_hosts("a", "acme", ["else.example".to_string()]),
+        wakes(&[("b", "first")])
+    );
+    assert_eq!(decide(&mut index, &waiting), Ok(()));
+    // An Ingress not indexed (one to be created) changes nothing.
+    assert_eq!(
+        index.rewrite_hosts("a", "new", ["shop.example".to_string()]),
+        []
+    );
+}
+
 #[test]
 fn a_relist_replaces_everything_and_wakes_those_concerned() {
     let mut index = index();
