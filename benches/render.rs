@@ -93,5 +93,50 @@ fn claims(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, core, claims);
+/// A round of the address watch at 10,000 instances: all behind one shared
+/// controller's address (one request), and each behind its own (a dedicated
+/// gateway each: 300 requests, the cap). The requests are what it costs the
+/// network; this is what it costs the CPU, every 10 s.
+fn address_watch(c: &mut Criterion) {
+    use kura_operator::endpoint::{Addresses, Answer, Target, Watched};
+    use std::time::{Duration, Instant};
+
+    let every = Duration::from_secs(10);
+    let fleet = |addresses: usize| {
+        let t0 = Instant::now() - every;
+        let mut a = Addresses::default();
+        for i in 0..10_000 {
+            let j = i % addresses;
+            let watched = Watched {
+                namespace: format!("tenant{}", i % 100),
+                name: format!("i{i}"),
+                target: Target {
+                    address: format!(
+                        "10.{}.{}.{}",
+                        j / 65536,
+                        j / 256 % 256,
+                        j % 256
+                    ),
+                    port: 80,
+                    host: format!("acct{i}.eu-west-1.kura.example.com"),
+                    path: "/up".into(),
+                    account: format!("acct{i}"),
+                },
+            };
+            a.answered(watched, &format!("uid-{i}"), &Answer::Answered, t0);
+        }
+        a
+    };
+    for (label, addresses) in [("one-address", 1), ("10000-addresses", 10_000)] {
+        let mut a = fleet(addresses);
+        let probes = a.round(Instant::now(), every).len();
+        eprintln!("address-watch/{label}: {probes} requests a round for 10,000 instances");
+        c.bench_function(
+            &format!("address-watch/round-10000-instances-{label}"),
+            |b| b.iter(|| a.round(black_box(Instant::now()), every)),
+        );
+    }
+}
+
+criterion_group!(benches, core, claims, address_watch);
 criterion_main!(benches);

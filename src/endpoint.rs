@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
+pub use kura_core::endpoint::addresses::{Addresses, Probe, Watched, address_fails};
 pub use kura_core::endpoint::{Answer, IDENTITY_HEADER, Target, judge};
 
 /// The most of a response read: the status line and headers.
@@ -32,6 +33,9 @@ pub struct Checker {
     slots: Arc<Semaphore>,
     per_tenant: usize,
     tenants: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    /// The addresses where instances answered, asked on a cadence of their
+    /// own (`reconcile::endpoint_check::watch_addresses`).
+    addresses: Arc<Mutex<Addresses>>,
 }
 
 impl Checker {
@@ -42,7 +46,13 @@ impl Checker {
             slots: Arc::new(Semaphore::new(concurrency)),
             per_tenant: (concurrency / 4).max(1),
             tenants: Arc::default(),
+            addresses: Arc::default(),
         }
+    }
+
+    /// The watched addresses, under their lock (held for `f` only).
+    pub fn addresses<R>(&self, f: impl FnOnce(&mut Addresses) -> R) -> R {
+        f(&mut self.addresses.lock().unwrap())
     }
 
     /// One tenant only (the operator scoped to one namespace): it may use

@@ -327,6 +327,16 @@ impl Memory<KuraInstance> {
         recall
     }
 
+    /// Whether the instance `uid` is remembered with an endpoint check (not
+    /// deleted since: `retain` drops the records of those gone).
+    pub fn has_endpoint(&self, uid: &str) -> bool {
+        self.records
+            .lock()
+            .unwrap()
+            .get(uid)
+            .is_some_and(|r| r.endpoint.is_some())
+    }
+
     /// A check of the instance `uid`'s endpoint at `target` ended: whether
     /// its answer changes what was known. Nothing is recorded for an instance
     /// already forgotten (deleted while its check ran).

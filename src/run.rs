@@ -455,6 +455,7 @@ async fn run(
         _ = async { tokio::join!(controllers, election, signal) } => {}
         _ = leader_gauge => {}
         _ = sweep_memory(ctx.clone()) => {}
+        _ = crate::reconcile::endpoint_check::watch_addresses(ctx.clone()) => {}
         _ = foreign_names => {}
     }
     let _ = serving.await;

@@ -12,16 +12,23 @@
 //! timeout in the background, and every reconcile worker stays free. One
 //! request per instance per resync once it answers (per activation recheck
 //! while it does not), and never two at once.
+//!
+//! A resync is long (ten minutes at the chart's default): the addresses where
+//! instances answered are asked on a cadence of their own besides
+//! ([`watch_addresses`], one request per address per [`ADDRESS_ROUND`]), and
+//! an address where nothing serves any more (a stopped ingress controller)
+//! gives its answer to every instance that answered there.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::KuraInstance;
 use crate::config::RegionConfig;
 use crate::context::Context;
-use crate::endpoint::{Answer, Target};
+use crate::endpoint::{Answer, Probe, Target, Watched, address_fails};
 use crate::memory::Refresh;
 use crate::render::Desired;
 
@@ -111,14 +118,20 @@ pub async fn confirm(
 async fn ask(ctx: &Arc<Context>, instance: &KuraInstance, target: &Target) -> Option<Answer> {
     let uid = instance.metadata.uid.clone()?;
     let wake = ObjectRef::from_obj(instance);
-    let namespace = instance.metadata.namespace.clone().unwrap_or_default();
+    let watched = Watched {
+        namespace: instance.metadata.namespace.clone().unwrap_or_default(),
+        name: instance.metadata.name.clone().unwrap_or_default(),
+        target: target.clone(),
+    };
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let (ctx, target) = (ctx.clone(), target.clone());
     tokio::spawn(async move {
-        let answer = ctx.endpoint.check(&namespace, &target).await;
+        let answer = ctx.endpoint.check(&watched.namespace, &target).await;
         ctx.metrics.endpoint_checked(&answer);
         tracing::debug!(answer = ?answer, "endpoint checked");
         let changed = ctx.memory.endpoint_answered(&uid, &target, answer.clone());
+        ctx.endpoint
+            .addresses(|a| a.answered(watched, &uid, &answer, Instant::now()));
         if tx.send(answer).is_err() && changed {
             let _ = ctx.wake.send(wake);
         }
@@ -130,6 +143,66 @@ async fn ask(ctx: &Arc<Context>, instance: &KuraInstance, target: &Target) -> Op
             // change) unless the answer is already in the channel.
             rx.close();
             rx.try_recv().ok()
+        }
+    }
+}
+
+/// How often each watched address is asked: with a check's timeout (3 s)
+/// and its confirmation, a controller that stops is found within 10 s and a
+/// half plus two timeouts at worst (about 3 s when the connection is
+/// refused), and its instances go not Ready in the pass that follows.
+pub const ADDRESS_ROUND: Duration = Duration::from_secs(10);
+
+/// Asks every watched address once per [`ADDRESS_ROUND`] (never returns):
+/// one request per address (a second, through another instance's host, to
+/// confirm a failure), whatever the number of instances behind it. An address
+/// where nothing serves gives that answer to every instance watched there,
+/// and reconciles them.
+pub async fn watch_addresses(ctx: Arc<Context>) {
+    let mut tick = tokio::time::interval(ADDRESS_ROUND);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let probes = ctx.endpoint.addresses(|a| {
+            a.retain(|uid| ctx.memory.has_endpoint(uid));
+            a.round(Instant::now(), ADDRESS_ROUND)
+        });
+        let ctx = &ctx;
+        futures::stream::iter(probes)
+            .for_each_concurrent(None, |probe| probe_address(ctx, probe))
+            .await;
+    }
+}
+
+async fn probe_address(ctx: &Arc<Context>, probe: Probe) {
+    let mut answer = Answer::Answered;
+    for watched in [&probe.first, &probe.second] {
+        answer = ctx
+            .endpoint
+            .check(&watched.namespace, &watched.target)
+            .await;
+        ctx.metrics.endpoint_checked(&answer);
+        if !address_fails(&answer) {
+            return;
+        }
+    }
+    let down = ctx.endpoint.addresses(|a| a.down(&probe.address));
+    tracing::warn!(
+        address = %format!("{}:{}", probe.address.0, probe.address.1),
+        instances = down.len(),
+        answer = %answer.message(&probe.second.target),
+        "nothing serves at an ingress controller's address: its instances are not active"
+    );
+    for (uid, watched) in down {
+        // The same address and port refused the same connection: the answer
+        // is each instance's as much as the asked one's.
+        if ctx
+            .memory
+            .endpoint_answered(&uid, &watched.target, answer.clone())
+        {
+            let _ = ctx
+                .wake
+                .send(ObjectRef::new(&watched.name).within(&watched.namespace));
         }
     }
 }

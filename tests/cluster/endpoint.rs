@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::operator::{
-    Operator, ReadyInstance, config_with_default_check, instance, scenario, shared_class,
+    Operator, Options, ReadyInstance, config_with_default_check, instance, scenario, shared_class,
     wait_ready,
 };
 use crate::support::*;
@@ -41,7 +41,12 @@ impl Backend {
 
     /// Answers each request `delay` after reading it.
     async fn start_slow(response: &'static str, delay: Duration) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(0, response, delay).await
+    }
+
+    /// On `port` (0: any free one).
+    async fn start_on(port: u16, response: &'static str, delay: Duration) -> Backend {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let response = Arc::new(Mutex::new(response));
         let serving = response.clone();
@@ -393,5 +398,71 @@ async fn a_slow_answer_counts_a_restart_keeps_ready_and_a_resync_asks_once() {
         (asked as f64) <= resyncs.ceil() + 1.0,
         "{asked} requests for 8 reconciles in {resyncs:.1} resyncs"
     );
+    s.finish().await;
+}
+
+/// At the chart's resync (ten minutes) an instance that answers is asked by
+/// its own check once per resync; the addresses where instances answered are
+/// asked every 10 s besides (one request per address). So a controller that
+/// stops (here the listener playing it closes: connections refused) takes
+/// Ready away within 30 s, reason EndpointNotAnswering, the message naming
+/// the refused connection; listening again, the instance is Ready again (its
+/// own checks, every activation recheck, find it).
+///
+/// Without the address watch (a build before it: `KURA_TEST_OPERATOR_BIN`)
+/// the instance stays Ready for the rest of the resync: the wait for not
+/// Ready times out.
+#[tokio::test]
+async fn a_stopped_controller_is_noticed_within_30_s_at_the_charts_resync() {
+    let backend = Backend::start(OK_ACME).await;
+    let port = backend.port;
+    let ns = TestNamespace::new("endpoint-stopped").await;
+    let classes = shared_class(&ns).await;
+    let options = Options {
+        resync: Some("10m".into()),
+        ..Options::default()
+    };
+    let op = Operator::start_with(
+        &ns.name,
+        &checked_config(&ns.name, port, true),
+        &[],
+        options,
+    );
+    let s = ReadyInstance {
+        op,
+        instances: ns.api(),
+        classes,
+        ns,
+    };
+    create_acme(&s.instances).await;
+    wait_ready(&s.instances, "acme").await;
+
+    drop(backend);
+    let stopped = std::time::Instant::now();
+    let down = wait_for(
+        "Ready False within 30 s of the controller stopping",
+        Duration::from_secs(30),
+        || async {
+            let s = s.instances.get("acme").await.ok()?.status?;
+            let c = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (c.status == ConditionStatus::False).then(|| c.clone())
+        },
+    )
+    .await;
+    eprintln!(
+        "not Ready {:?} after the controller stopped: {}",
+        stopped.elapsed(),
+        down.message
+    );
+    assert_eq!(down.reason, "EndpointNotAnswering", "{down:?}");
+    assert!(
+        down.message
+            .contains(&format!("via 127.0.0.1:{port}: connection refused")),
+        "{}",
+        down.message
+    );
+
+    let _backend = Backend::start_on(port, OK_ACME, Duration::ZERO).await;
+    wait_ready(&s.instances, "acme").await;
     s.finish().await;
 }

@@ -7,6 +7,8 @@
 //!
 //! The request itself is I/O: the operator's `endpoint::Checker` sends it.
 
+pub mod addresses;
+
 use std::time::Duration;
 
 /// The response header that names the instance which answered (the stand-in
