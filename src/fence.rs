@@ -300,6 +300,24 @@ mod tests {
 
     const DEADLINE: Duration = Duration::from_secs(10);
 
+    /// A stand-in for the client's inner service that records whether a
+    /// request reached it. Lazy, as hyper's client is: nothing is sent before
+    /// the future is polled.
+    fn recording_service() -> (Arc<AtomicBool>, Recording) {
+        let sent = Arc::new(AtomicBool::new(false));
+        let seen = sent.clone();
+        let inner = tower::service_fn(move |_req: http::Request<()>| {
+            let seen = seen.clone();
+            async move {
+                seen.store(true, Ordering::SeqCst);
+                Ok::<_, BoxError>(http::Response::new(()))
+            }
+        });
+        (sent, tower::util::BoxCloneService::new(inner))
+    }
+
+    type Recording = tower::util::BoxCloneService<http::Request<()>, http::Response<()>, BoxError>;
+
     fn sharded(n: u32) -> Fence {
         Fence::elected(Shards::new(n).unwrap(), "kura-system")
     }
@@ -434,16 +452,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_request_never_reaches_the_inner_service() {
         use tower::{Layer, Service, ServiceExt};
-        let sent = Arc::new(AtomicBool::new(false));
-        let seen = sent.clone();
-        // Lazy, as hyper's client is: nothing is sent before the future is polled.
-        let inner = tower::service_fn(move |_req: http::Request<()>| {
-            let seen = seen.clone();
-            async move {
-                seen.store(true, Ordering::SeqCst);
-                Ok::<_, BoxError>(http::Response::new(()))
-            }
-        });
+        let (sent, inner) = recording_service();
         let fence = Arc::new(sharded(1));
         let counter = Counter::default();
         let fence = Arc::new(Arc::into_inner(fence).unwrap().counted(counter.clone()));
@@ -471,15 +480,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_called_in_time_and_polled_too_late_is_not_sent() {
         use tower::{Layer, Service, ServiceExt};
-        let sent = Arc::new(AtomicBool::new(false));
-        let seen = sent.clone();
-        let inner = tower::service_fn(move |_req: http::Request<()>| {
-            let seen = seen.clone();
-            async move {
-                seen.store(true, Ordering::SeqCst);
-                Ok::<_, BoxError>(http::Response::new(()))
-            }
-        });
+        let (sent, inner) = recording_service();
         let fence = Arc::new(sharded(1));
         fence.renewed(0, Some(Instant::now()), DEADLINE);
         let mut service = FenceLayer(fence.clone()).layer(inner);

@@ -714,31 +714,26 @@ fn a_host_its_holder_moves_off_goes_to_the_instance_waiting_for_it() {
     waiting.metadata.namespace = Some("other".into());
     fleet.others.push(waiting.clone());
 
+    // The waiting instance alone shown: decided, then after its holders.
+    let shown_alone = |fleet: &Fleet| {
+        let live = fleet.live(false);
+        let first = diff_instance(&waiting, &config, &live, false);
+        let mut diffs = vec![first.clone()];
+        let shown = std::slice::from_ref(&waiting);
+        follow_freed_hosts(shown, &mut diffs, &config, &live, false);
+        (first, diffs.remove(0))
+    };
+
     // Negative control: the holder keeps the host, the other waits.
-    let live = fleet.live(false);
-    let mut diffs = vec![diff_instance(&waiting, &config, &live, false)];
-    follow_freed_hosts(
-        std::slice::from_ref(&waiting),
-        &mut diffs,
-        &config,
-        &live,
-        false,
-    );
-    assert_eq!(diffs[0].state, State::HostConflict, "{:?}", diffs[0]);
-    assert_eq!(diffs[0].held_by, [("ns".to_string(), "acme".to_string())]);
+    let (_, after) = shown_alone(&fleet);
+    assert_eq!(after.state, State::HostConflict, "{after:?}");
+    assert_eq!(after.held_by, [("ns".to_string(), "acme".to_string())]);
 
     // The holder's spec moves it to another host (its Ingress not yet written).
     fleet.instance.spec.host = Some("moved.example".into());
-    let live = fleet.live(false);
-    let mut diffs = vec![diff_instance(&waiting, &config, &live, false)];
-    assert_eq!(diffs[0].state, State::HostConflict, "{:?}", diffs[0]);
-    follow_freed_hosts(
-        std::slice::from_ref(&waiting),
-        &mut diffs,
-        &config,
-        &live,
-        false,
-    );
+    let (first, after) = shown_alone(&fleet);
+    assert_eq!(first.state, State::HostConflict, "{first:?}");
+    let diffs = [after];
     assert_eq!(diffs[0].state, State::Changes, "{:?}", diffs[0]);
     assert!(
         changes(&diffs[0]).contains(&"+ Ingress waiting".to_string()),
