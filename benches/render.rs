@@ -111,12 +111,7 @@ fn address_watch(c: &mut Criterion) {
                 namespace: format!("tenant{}", i % 100),
                 name: format!("i{i}"),
                 target: Target {
-                    address: format!(
-                        "10.{}.{}.{}",
-                        j / 65536,
-                        j / 256 % 256,
-                        j % 256
-                    ),
+                    address: format!("10.{}.{}.{}", j / 65536, j / 256 % 256, j % 256),
                     port: 80,
                     host: format!("acct{i}.eu-west-1.kura.example.com"),
                     path: "/up".into(),
