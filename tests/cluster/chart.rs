@@ -334,3 +334,68 @@ async fn helm_template_is_accepted_by_server_dry_run() {
         out.stderr
     );
 }
+
+/// files/kube-prometheus-stack-values.yaml gives the kube-state-metrics
+/// subchart of kube-prometheus-stack the chart's kube-state-metrics
+/// configuration, the same document as files/kube-state-metrics.yaml (so the
+/// two cannot drift), the access the chart README lists (list and watch of
+/// both kinds and of CRDs) and nothing else; the README names the file in
+/// the command it gives.
+#[test]
+fn kube_prometheus_stack_values_carry_the_kube_state_metrics_configuration() {
+    let files = chart_dir().join("files");
+    let read = |name: &str| -> Value {
+        serde_yaml::from_str(&std::fs::read_to_string(files.join(name)).unwrap()).unwrap()
+    };
+    let values = read("kube-prometheus-stack-values.yaml");
+    let keys = |v: &Value| -> Vec<String> {
+        v.as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(keys(&values), ["kube-state-metrics"]);
+    let ksm = &values["kube-state-metrics"];
+    assert_eq!(keys(ksm), ["customResourceState", "rbac"]);
+    let state = &ksm["customResourceState"];
+    assert_eq!(keys(state), ["enabled", "config"]);
+    assert_eq!(state["enabled"], Value::Bool(true));
+    assert_eq!(
+        state["config"],
+        read("kube-state-metrics.yaml"),
+        "kube-state-metrics.customResourceState.config of files/kube-prometheus-stack-values.yaml \
+         differs from files/kube-state-metrics.yaml"
+    );
+    assert_eq!(keys(&ksm["rbac"]), ["extraRules"]);
+    let rules: Value = serde_yaml::from_str(
+        "- {apiGroups: [kura.dev], resources: [kurainstances, kuragateways], verbs: [list, watch]}\n\
+         - {apiGroups: [apiextensions.k8s.io], resources: [customresourcedefinitions], verbs: [list, watch]}\n",
+    )
+    .unwrap();
+    assert_eq!(ksm["rbac"]["extraRules"], rules);
+
+    // The README's console commands (`$ ...`), continued lines joined as a
+    // shell joins them.
+    let readme = std::fs::read_to_string(chart_dir().join("README.md")).unwrap();
+    let mut commands = Vec::new();
+    let mut pending: Option<String> = None;
+    for line in readme.lines().map(str::trim) {
+        let line = match (pending.take(), line.strip_prefix("$ ")) {
+            (Some(head), _) => format!("{head} {line}"),
+            (None, Some(command)) => command.to_string(),
+            (None, None) => continue,
+        };
+        match line.strip_suffix('\\') {
+            Some(head) => pending = Some(head.trim_end().to_string()),
+            None => commands.push(line),
+        }
+    }
+    let command = "helm upgrade --install kube-prometheus-stack prometheus-community/kube-prometheus-stack \
+                   -n monitoring --create-namespace --reuse-values \
+                   -f charts/kura-operator/files/kube-prometheus-stack-values.yaml";
+    assert!(
+        commands.iter().any(|c| c == command),
+        "the chart README gives `{command}`"
+    );
+}

@@ -13,15 +13,29 @@
 //! that reads nothing) leaves its series missing and fails the test, and a
 //! family the configuration does not define (`kura_instance_ready` below) is
 //! asserted absent.
+//!
+//! kube-state-metrics runs with the access files/kube-prometheus-stack-values.yaml
+//! gives it (`rbac.extraRules`) and no more. A real Prometheus scrapes it (with
+//! `honor_labels`, as kube-prometheus-stack's ServiceMonitor does) and the
+//! operator, and evaluates every query of the shipped dashboard that reads
+//! these series, its variables filled in as Grafana does: each has series, the
+//! namespace and instance variables list the namespace and its instances and
+//! filter every such query, and the rollout panel counts the instance whose
+//! rollout is over done, the one waiting for its window not.
 
 mod expected;
 mod exporter;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::monitoring::{
+    Prometheus, dashboard_queries, dashboard_variable_queries, label_values,
+    reads_kube_state_metrics,
+};
 use crate::operator::{Operator, Options, config, instance, wait_ready};
 use crate::support::*;
 use expected::expected;
@@ -89,22 +103,31 @@ fn fleet_config(ns: &str, memory: &str) -> String {
     )
 }
 
-/// The access the chart README tells users to give kube-state-metrics, and
-/// no more, for the identity it runs as here (the admin impersonates it).
-/// Without `customresourcedefinitions` it exports nothing: it finds custom
-/// resources through them (its log then says it may not list them).
-struct ReadmeAccess(Api<ClusterRole>, Api<ClusterRoleBinding>, String);
+/// The access files/kube-prometheus-stack-values.yaml gives kube-state-metrics
+/// (`rbac.extraRules`: the access the chart README lists, as
+/// tests/cluster/chart.rs checks), and no more, for the identity it runs as
+/// here (the admin impersonates it). Without `customresourcedefinitions` it
+/// exports nothing: it finds custom resources through them (its log then
+/// says it may not list them).
+struct ShippedAccess(Api<ClusterRole>, Api<ClusterRoleBinding>, String);
 
-async fn readme_access(ns: &TestNamespace) -> ReadmeAccess {
+async fn shipped_access(ns: &TestNamespace) -> ShippedAccess {
     let name = format!("kura-ksm-{}", ns.name);
     let roles: Api<ClusterRole> = Api::all(ns.client.clone());
     let bindings: Api<ClusterRoleBinding> = Api::all(ns.client.clone());
-    let rule = |group: &str, resource: &str| json!({"apiGroups": [group], "resources": [resource], "verbs": ["list", "watch"]});
+    let values: serde_json::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(
+            repo().join("charts/kura-operator/files/kube-prometheus-stack-values.yaml"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let rules = &values["kube-state-metrics"]["rbac"]["extraRules"];
+    assert!(rules.as_array().is_some_and(|r| !r.is_empty()), "{rules}");
     let role = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": [rule("kura.dev", "kurainstances"), rule("kura.dev", "kuragateways"),
-                  rule("apiextensions.k8s.io", "customresourcedefinitions")],
+        "rules": rules,
     });
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -114,13 +137,147 @@ async fn readme_access(ns: &TestNamespace) -> ReadmeAccess {
     });
     apply_json(&roles, "test", role).await.unwrap();
     apply_json(&bindings, "test", binding).await.unwrap();
-    ReadmeAccess(roles, bindings, name)
+    ShippedAccess(roles, bindings, name)
 }
 
-impl ReadmeAccess {
+impl ShippedAccess {
     async fn remove(self) {
         let _ = self.1.delete(&self.2, &Default::default()).await;
         let _ = self.0.delete(&self.2, &Default::default()).await;
+    }
+}
+
+/// The dashboard's rollout panel.
+const ROLLOUT_PANEL: &str = "Rollout: instances done of total";
+
+/// The rollout panel's values (done, of total), its variables `chosen` (All
+/// otherwise).
+async fn rollout_done_of_total(
+    prometheus: &Prometheus,
+    chosen: &[(&str, &str)],
+) -> Vec<Option<f64>> {
+    let mut values = Vec::new();
+    for (title, expr) in dashboard_queries(chosen) {
+        if title == ROLLOUT_PANEL {
+            let series = prometheus.query(&expr).await;
+            assert!(series.len() <= 1, "{title}: {expr}: {series:?}");
+            let value = series
+                .first()
+                .and_then(|s| s["value"][1].as_str()?.parse().ok());
+            values.push(value);
+        }
+    }
+    assert_eq!(values.len(), 2, "{ROLLOUT_PANEL}: done, and total");
+    values
+}
+
+/// The dashboard's queries of kube-state-metrics series, its variables
+/// `chosen` (All otherwise).
+fn per_instance_queries(chosen: &[(&str, &str)]) -> Vec<(String, String)> {
+    dashboard_queries(chosen)
+        .into_iter()
+        .filter(|(_, expr)| reads_kube_state_metrics(expr))
+        .collect()
+}
+
+/// The dashboard against `prometheus`, while `broken` has taken the
+/// operator's change (done) and `ready` waits for its window (not done).
+async fn the_dashboard_shows_the_instances(prometheus: &Prometheus, ns: &TestNamespace) {
+    let queries = per_instance_queries(&[]);
+    assert!(queries.len() >= 8, "{queries:#?}");
+    wait_for(
+        "every per-instance query of the dashboard to have series, and one instance of two done",
+        T,
+        || async {
+            for (title, expr) in &queries {
+                if prometheus.query(expr).await.is_empty() {
+                    eprintln!("no series yet for {title:?}: {expr}");
+                    return None;
+                }
+            }
+            let counts = rollout_done_of_total(prometheus, &[]).await;
+            if counts != [Some(1.0), Some(2.0)] {
+                eprintln!("{ROLLOUT_PANEL}: {counts:?}");
+                return None;
+            }
+            Some(())
+        },
+    )
+    .await;
+
+    // The variables list the namespace and its instances (the namespace
+    // chosen or All); a namespace without instances has none.
+    let elsewhere = format!("{}-elsewhere", ns.name);
+    let listed = |chosen: &str| {
+        let chosen = chosen.to_string();
+        async move {
+            let mut listed = BTreeMap::new();
+            for (name, selector, label) in
+                dashboard_variable_queries(&[("namespace", chosen.as_str())])
+            {
+                if reads_kube_state_metrics(&selector) {
+                    listed.insert(name, label_values(prometheus, &selector, &label).await);
+                }
+            }
+            listed
+        }
+    };
+    let all = listed(".+").await;
+    assert_eq!(all.keys().collect::<Vec<_>>(), ["instance", "namespace"]);
+    assert_eq!(all["namespace"], [ns.name.as_str()]);
+    assert_eq!(all["instance"], ["broken", "ready"]);
+    assert_eq!(listed(&ns.name).await["instance"], ["broken", "ready"]);
+    assert!(listed(&elsewhere).await["instance"].is_empty());
+
+    // Every query follows the variables: one instance chosen, its rows
+    // alone; another namespace, nothing.
+    let chosen = [("namespace", ns.name.as_str()), ("instance", "ready")];
+    for (title, expr) in per_instance_queries(&chosen) {
+        let series = prometheus.query(&expr).await;
+        assert!(!series.is_empty(), "{title}: {expr}");
+        for s in &series {
+            let name = &s["metric"]["name"];
+            assert!(name.is_null() || name == "ready", "{title}: {expr}: {s}");
+        }
+    }
+    for (title, expr) in per_instance_queries(&[("namespace", elsewhere.as_str())]) {
+        let series = prometheus.query(&expr).await;
+        assert!(series.is_empty(), "{title}: {expr}: {series:?}");
+    }
+    assert_eq!(
+        rollout_done_of_total(prometheus, &chosen).await,
+        [Some(0.0), Some(1.0)]
+    );
+    let broken = [("instance", "broken")];
+    assert_eq!(
+        rollout_done_of_total(prometheus, &broken).await,
+        [Some(1.0), Some(1.0)]
+    );
+
+    // The table: a row per instance from each query, and a rollout state
+    // for the one in a rollout alone.
+    for (title, expr) in dashboard_queries(&[]) {
+        if title != "Instances" {
+            continue;
+        }
+        let mut rows: Vec<String> = prometheus
+            .query(&expr)
+            .await
+            .iter()
+            .map(|s| {
+                let name = s["metric"]["name"].as_str().unwrap_or_default();
+                match s["metric"]["state"].as_str() {
+                    Some(state) => format!("{name} {state}"),
+                    None => name.to_string(),
+                }
+            })
+            .collect();
+        rows.sort();
+        if expr.contains("kura_instance_rollout_state") {
+            assert_eq!(rows, ["ready Waiting"], "{expr}");
+        } else {
+            assert_eq!(rows, ["broken", "ready"], "{expr}");
+        }
     }
 }
 
@@ -163,9 +320,17 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
 
     let dir = std::env::temp_dir().join(format!("kura-ksm-{}", ns.name));
     let _ = std::fs::remove_dir_all(&dir);
-    let access = readme_access(&ns).await;
+    let access = shipped_access(&ns).await;
     let kubeconfig = crate::ops::impersonating_kubeconfig(&dir, &ns.name, "kube-state-metrics");
     let ksm = KubeStateMetrics::start(&dir, &ns.name, &kubeconfig);
+    let jobs = format!(
+        "- job_name: kube-state-metrics\n  honor_labels: true\n  static_configs: [{{targets: ['{}']}}]\n\
+         - job_name: kura-operator\n  static_configs: [{{targets: ['127.0.0.1:{}']}}]\n",
+        ksm.target(),
+        op.metrics_port
+    );
+    let prometheus_dir = std::env::temp_dir().join(format!("kura-ksm-prometheus-{}", ns.name));
+    let prometheus = Prometheus::start_scraping(&prometheus_dir, &jobs).await;
     let first = scraped_matches(&ksm, &ns, "a Ready and a Stalled instance", |s| {
         s.ready("broken") == Some(0.0)
     })
@@ -213,6 +378,7 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     assert_eq!(rollout(&waiting, "Admitted"), Some(0.0));
     let applied = waiting.info("ready", "applied_revision");
     assert_ne!(waiting.info("ready", "desired_revision"), applied);
+    the_dashboard_shows_the_instances(&prometheus, &ns).await;
 
     // Paused: the series says so, from the operator's status.
     let paused_series = |s: &Scrape, name| s.value("kura_instance_paused", name, &[]);
@@ -234,6 +400,7 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
     .await;
     assert_eq!(paused_series(&ended, "broken"), Some(0.0));
     assert_eq!(ended.ready("broken"), Some(0.0));
+    drop(prometheus);
     drop(ksm);
     drop(op);
     access.remove().await;

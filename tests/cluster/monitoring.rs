@@ -3,8 +3,12 @@
 //! alert has promtool unit tests and passes them; and a real Prometheus,
 //! scraping the real operator with the shipped rules, sees the stalled-instance
 //! alert fire and resolve, and gets series for every query of the shipped
-//! dashboard and data for kubebuilder's resources dashboard.
+//! dashboard that reads the operator's series and data for kubebuilder's
+//! resources dashboard. The dashboard's queries of kube-state-metrics series
+//! are evaluated against a real kube-state-metrics by
+//! tests/cluster/kube_state_metrics.rs, with the helpers below.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -143,9 +147,9 @@ fn every_shipped_alert_links_its_runbook() {
     }
 }
 
-/// A Prometheus of the test's own, scraping `target` every second and
-/// evaluating the shipped rules every second; stopped when dropped.
-struct Prometheus {
+/// A Prometheus of the test's own, scraping every second and evaluating the
+/// shipped rules every second; stopped when dropped.
+pub(crate) struct Prometheus {
     child: Child,
     port: u16,
     _dir: PathBuf,
@@ -160,15 +164,25 @@ impl Drop for Prometheus {
 }
 
 impl Prometheus {
+    /// Scraping the operator at `target` as the job `kura-operator`, with
+    /// the target labels of a Kubernetes service discovery.
     async fn start(dir: &Path, target: &str) -> Prometheus {
+        let job = format!(
+            "- job_name: kura-operator\n  static_configs: [{{targets: ['{target}'], \
+             labels: {{namespace: {POD_NAMESPACE}, pod: {POD}}}}}]\n"
+        );
+        Prometheus::start_scraping(dir, &job).await
+    }
+
+    /// Scraping what `scrape_configs` (the list of the configuration's
+    /// `scrape_configs`, in YAML) names, in `dir` (removed on drop).
+    pub(crate) async fn start_scraping(dir: &Path, scrape_configs: &str) -> Prometheus {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let config = format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
              rule_files: [{alerts}]\n\
-             scrape_configs:\n\
-             - job_name: kura-operator\n  static_configs: [{{targets: ['{target}'], \
-             labels: {{namespace: {POD_NAMESPACE}, pod: {POD}}}}}]\n",
+             scrape_configs:\n{scrape_configs}",
             alerts = repo().join(ALERTS).display()
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
@@ -217,7 +231,8 @@ impl Prometheus {
         answer["data"].clone()
     }
 
-    async fn query(&self, expr: &str) -> Vec<Value> {
+    /// The result of the instant query `expr` (its series).
+    pub(crate) async fn query(&self, expr: &str) -> Vec<Value> {
         let data = self
             .api(&format!("/api/v1/query?query={}", percent_encode(expr)))
             .await;
@@ -262,23 +277,182 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
-/// Every query of the shipped dashboard, its variables as Grafana would
-/// fill them for this Prometheus.
-fn dashboard_queries() -> Vec<(String, String)> {
-    let dashboard: Value =
-        serde_json::from_str(&std::fs::read_to_string(repo().join(DASHBOARD)).unwrap()).unwrap();
+fn dashboard() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(repo().join(DASHBOARD)).unwrap()).unwrap()
+}
+
+/// The dashboard's variables as Grafana fills them for these tests' Prometheus:
+/// `job` the operator's scrape job, every other one All (its `allValue`, a
+/// regular expression its queries match with `=~`), unless `chosen` gives it
+/// a value; and Grafana's `$__rate_interval`.
+fn variable_values(dashboard: &Value, chosen: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut values = BTreeMap::new();
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if variable["type"] != "query" {
+            continue;
+        }
+        let name = variable["name"].as_str().unwrap();
+        let value = match chosen.iter().find(|(n, _)| *n == name) {
+            Some((_, value)) => value.to_string(),
+            None if name == "job" => "kura-operator".to_string(),
+            None => {
+                assert_eq!(variable["includeAll"], true, "variable {name}: no All");
+                let all = variable["allValue"].as_str();
+                all.unwrap_or_else(|| panic!("variable {name}: no allValue"))
+                    .to_string()
+            }
+        };
+        values.insert(name.to_string(), value);
+    }
+    for (name, _) in chosen {
+        assert!(
+            values.contains_key(*name),
+            "the dashboard has no variable {name}"
+        );
+    }
+    values.insert("__rate_interval".into(), "1m".into());
+    values
+}
+
+/// `expr` with its variables (`$name`, `${name}`) replaced by `values`, as
+/// Grafana does. `$1` and the like are left as they are (label_replace's
+/// references: Grafana has no such variable), and so is a `$` without a
+/// name; any other unknown name fails.
+fn substitute(expr: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => {
+                let end = braced.find('}').unwrap_or_else(|| panic!("{expr}"));
+                (&braced[..end], &braced[end + 1..])
+            }
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push('$');
+            out.push_str(name);
+        } else {
+            let value = values.get(name);
+            out.push_str(value.unwrap_or_else(|| panic!("unknown variable ${name} in {expr}")));
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every query of the shipped dashboard (panel title, expression), its
+/// variables as Grafana would fill them (`variable_values`).
+pub(crate) fn dashboard_queries(chosen: &[(&str, &str)]) -> Vec<(String, String)> {
+    let dashboard = dashboard();
+    let values = variable_values(&dashboard, chosen);
     let mut queries = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().into_iter().flatten() {
-            let expr = target["expr"]
-                .as_str()
-                .unwrap()
-                .replace("$job", "kura-operator")
-                .replace("$__rate_interval", "1m");
+            let expr = substitute(target["expr"].as_str().unwrap(), &values);
             queries.push((panel["title"].as_str().unwrap().to_string(), expr));
         }
     }
     queries
+}
+
+/// The queries of the dashboard's variables, `label_values(selector,
+/// label)`: the variable, its selector (the variables before it filled in as
+/// in `dashboard_queries`) and the label whose values it lists.
+pub(crate) fn dashboard_variable_queries(chosen: &[(&str, &str)]) -> Vec<(String, String, String)> {
+    let dashboard = dashboard();
+    let values = variable_values(&dashboard, chosen);
+    let mut queries = Vec::new();
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if variable["type"] != "query" {
+            continue;
+        }
+        let query = variable["query"]["query"].as_str().unwrap();
+        assert_eq!(variable["definition"].as_str(), Some(query));
+        let inner = query
+            .strip_prefix("label_values(")
+            .and_then(|q| q.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("not label_values(selector, label): {query}"));
+        let (selector, label) = inner.rsplit_once(',').unwrap();
+        queries.push((
+            variable["name"].as_str().unwrap().to_string(),
+            substitute(selector.trim(), &values),
+            label.trim().to_string(),
+        ));
+    }
+    queries
+}
+
+/// The values of `label` over the series of `selector`, sorted, as
+/// Grafana's `label_values` lists them.
+pub(crate) async fn label_values(
+    prometheus: &Prometheus,
+    selector: &str,
+    label: &str,
+) -> Vec<String> {
+    let mut values: Vec<String> = prometheus
+        .query(selector)
+        .await
+        .iter()
+        .filter_map(|s| s["metric"][label].as_str().map(String::from))
+        .collect();
+    values.sort();
+    values.dedup();
+    values
+}
+
+/// The families kube-state-metrics exports with the chart's configuration
+/// (files/kube-state-metrics.yaml): `<metricNamePrefix>_<name>`.
+fn kube_state_metrics_families() -> Vec<String> {
+    let config: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("charts/kura-operator/files/kube-state-metrics.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut families = Vec::new();
+    for resource in config["spec"]["resources"].as_sequence().unwrap() {
+        let prefix = resource["metricNamePrefix"].as_str().unwrap();
+        for metric in resource["metrics"].as_sequence().unwrap() {
+            families.push(format!("{prefix}_{}", metric["name"].as_str().unwrap()));
+        }
+    }
+    families
+}
+
+/// Whether `expr` reads a family kube-state-metrics exports (a whole name:
+/// `kura_gateway_reconciles_total` is the operator's own): such a query has
+/// series only where kube-state-metrics runs with the chart's configuration.
+pub(crate) fn reads_kube_state_metrics(expr: &str) -> bool {
+    let families = kube_state_metrics_families();
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .any(|word| families.iter().any(|f| f == word))
+}
+
+#[test]
+fn dashboard_variables_are_filled_in_as_grafana_does() {
+    let values = variable_values(&dashboard(), &[("instance", "acme")]);
+    assert_eq!(values["job"], "kura-operator");
+    assert_eq!(values["namespace"], ".+", "All");
+    assert_eq!(values["instance"], "acme");
+    let expr = r#"label_replace(x{namespace=~"$namespace", name=~"${instance}"}[$__rate_interval], "r", "$1", "l", "(.+)")"#;
+    assert_eq!(
+        substitute(expr, &values),
+        r#"label_replace(x{namespace=~".+", name=~"acme"}[1m], "r", "$1", "l", "(.+)")"#
+    );
+    assert!(reads_kube_state_metrics(
+        "max(kura_instance_condition_since{})"
+    ));
+    assert!(!reads_kube_state_metrics(
+        "rate(kura_gateway_reconciles_total[1m]) + kura_instances"
+    ));
 }
 
 #[tokio::test]
@@ -348,9 +522,21 @@ async fn a_real_prometheus_sees_the_stalled_alert_fire_and_resolve_and_every_das
     )
     .await;
 
-    // Every dashboard query returns series (a wrong name or label would not).
-    let queries = dashboard_queries();
+    // Every dashboard query of the operator's series returns series (a wrong
+    // name or label would not); the job variable lists the operator's job.
+    let queries: Vec<_> = dashboard_queries(&[])
+        .into_iter()
+        .filter(|(_, expr)| !reads_kube_state_metrics(expr))
+        .collect();
     assert!(queries.len() >= 20, "{queries:?}");
+    let jobs = dashboard_variable_queries(&[])
+        .into_iter()
+        .find(|(name, _, _)| name == "job")
+        .unwrap();
+    assert_eq!(
+        label_values(&prometheus, &jobs.1, &jobs.2).await,
+        ["kura-operator"]
+    );
     wait_for(
         "every dashboard query to return series",
         Duration::from_secs(90),

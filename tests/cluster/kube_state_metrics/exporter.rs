@@ -83,6 +83,11 @@ impl KubeStateMetrics {
         }
     }
 
+    /// Where it serves `/metrics`, as a scrape target.
+    pub fn target(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     /// The `kura_*` samples of `/metrics` (None while nothing answers).
     pub async fn scrape(&self) -> Option<Vec<Sample>> {
         let (status, body) = http_get(self.port, "/metrics").await?;
