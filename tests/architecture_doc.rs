@@ -167,11 +167,10 @@ fn missing_paths(text: &str) -> Vec<String> {
         match w.split_once('/') {
             // An API group or label prefix (`kura.dev/adopt`, `kura.dev/`).
             Some((first, _)) if first.contains('.') => {}
-            Some((first, _)) if tops.contains(first) => {
-                if !exists(w) {
-                    missing.push(format!("{w}: not in the repository"));
-                }
+            Some((first, _)) if tops.contains(first) && !exists(w) => {
+                missing.push(format!("{w}: not in the repository"));
             }
+            Some((first, _)) if tops.contains(first) => {}
             Some(_) if has_extension(w) || w.ends_with('/') => {
                 let under = |root: &&str| match *root {
                     "" => exists(w),
@@ -182,10 +181,10 @@ fn missing_paths(text: &str) -> Vec<String> {
                 }
             }
             Some(_) => {}
-            None if has_extension(w) => {
-                if !files.iter().any(|f| f.file_name().is_some_and(|n| n == w)) {
-                    missing.push(format!("{w}: no file of that name in the repository"));
-                }
+            None if has_extension(w)
+                && !files.iter().any(|f| f.file_name().is_some_and(|n| n == w)) =>
+            {
+                missing.push(format!("{w}: no file of that name in the repository"));
             }
             None => {}
         }
