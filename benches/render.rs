@@ -5,10 +5,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kura_operator::api::KuraInstance;
-use kura_operator::config::OperatorConfig;
-use kura_operator::render::render;
-use kura_operator::validate::validate;
+use kura_core::api::KuraInstance;
+use kura_core::config::OperatorConfig;
+use kura_core::render::render;
+use kura_core::validate::validate;
 
 /// The operator's allocator (src/main.rs), so that the figures are the operator's.
 #[global_allocator]
@@ -52,7 +52,7 @@ fn claims(c: &mut Criterion) {
     use kura_operator::claims::Claims;
 
     let (instance, config) = example();
-    let claims = Claims::new(kura_operator::claims::index::DEFAULT_RESERVATION, None);
+    let claims = Claims::new(kura_core::claims::index::DEFAULT_RESERVATION, None);
     let (instances, _) = reflector::store::<KuraInstance>();
     let fleet = |i: usize| {
         let mut other = instance.clone();
@@ -98,7 +98,8 @@ fn claims(c: &mut Criterion) {
 /// gateway each: 300 requests, the cap). The requests are what it costs the
 /// network; this is what it costs the CPU, every 10 s.
 fn address_watch(c: &mut Criterion) {
-    use kura_operator::endpoint::{Addresses, Answer, Target, Watched};
+    use kura_core::endpoint::addresses::{Addresses, Watched};
+    use kura_core::endpoint::{Answer, Target};
     use std::time::{Duration, Instant};
 
     let every = Duration::from_secs(10);

@@ -2,8 +2,6 @@
 //! `kura_core::claims`; `watch` feeds the index from the instance and Ingress
 //! watches and answers the reconcile.
 
-pub use kura_core::claims::*;
-
 pub mod watch;
 
 pub use watch::Claims;

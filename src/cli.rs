@@ -8,10 +8,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use kura_operator::api::{KuraInstance, crd_documents};
-use kura_operator::config::OperatorConfig;
-use kura_operator::render::{self, hash};
-use kura_operator::validate::validate;
+use kura_core::api::{KuraInstance, crd_documents};
+use kura_core::config::OperatorConfig;
+use kura_core::render::{self, hash};
+use kura_core::validate::validate;
 
 #[derive(clap::Args)]
 pub struct RenderArgs {
@@ -134,20 +134,20 @@ fn shown(value: Option<&str>) -> &str {
 }
 
 fn explain(
-    v: &kura_operator::validate::ValidatedInstance,
+    v: &kura_core::validate::ValidatedInstance,
     config: &OperatorConfig,
     desired: &render::Desired,
     out: &mut String,
 ) -> std::fmt::Result {
     let region = &config.regions[&v.region];
     let network = match region.network {
-        kura_operator::config::NetworkMode::Cloud => "cloud",
-        kura_operator::config::NetworkMode::Host => "host",
+        kura_core::config::NetworkMode::Cloud => "cloud",
+        kura_core::config::NetworkMode::Host => "host",
     };
     let mode = match v.gateway.mode {
-        kura_operator::api::GatewayMode::Auto => "Auto",
-        kura_operator::api::GatewayMode::Dedicated => "Dedicated",
-        kura_operator::api::GatewayMode::Shared => "Shared",
+        kura_core::api::GatewayMode::Auto => "Auto",
+        kura_core::api::GatewayMode::Dedicated => "Dedicated",
+        kura_core::api::GatewayMode::Shared => "Shared",
     };
     let aliases = if v.aliases.is_empty() {
         "(none)".to_string()

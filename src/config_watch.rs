@@ -30,12 +30,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{ConfigError, OperatorConfig};
 use crate::metrics::Metrics;
+use kura_core::config::{ConfigError, OperatorConfig};
 
 mod source;
 
-pub use crate::keys::CONFIG_MAP_KEY;
+use kura_core::keys::CONFIG_MAP_KEY;
 
 /// Whether the file on disk is the configuration in force.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,13 +8,13 @@ use kube::Client;
 use kube::runtime::events::Reporter;
 use tokio::sync::watch;
 
-use crate::api::KuraGateway;
-use crate::config::OperatorConfig;
 use crate::leader::LeaderState;
 use crate::memory::Memory;
 use crate::metrics::Metrics;
-use crate::retry::RetryPolicy;
 use crate::stores::Stores;
+use kura_core::api::KuraGateway;
+use kura_core::config::OperatorConfig;
+use kura_core::retry::RetryPolicy;
 
 pub struct Context {
     pub client: Client,
@@ -51,7 +51,7 @@ pub struct Context {
     pub ledgers: Option<crate::shards::ledger::Ledgers>,
     /// What a dedicated gateway's ServiceAccount is bound to (`--gateway-role`,
     /// `--gateway-cluster-role`).
-    pub gateway_roles: crate::render::gateway::GatewayRoles,
+    pub gateway_roles: kura_core::render::gateway::GatewayRoles,
 }
 
 impl Context {

@@ -19,15 +19,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-pub(crate) use crate::compact::{compact_child, compact_instance, compact_managed_fields};
-pub use crate::time::jitter;
+use kura_core::compact::{compact_child, compact_instance, compact_managed_fields};
+use kura_core::time::jitter;
 
-use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
 use crate::context::Context;
-use crate::keys::{LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY_VALUE};
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::keys::{LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY_VALUE};
 
-use crate::kind::ChildKind;
 use crate::reconcile::labelled::Labelled;
 use crate::reconcile::stores::cached::{
     self, CachedIngress, CachedMeta, CachedObject, CachedStatefulSet,
@@ -36,6 +35,7 @@ use crate::reconcile::stores::foreign::ForeignNames;
 use crate::reconcile::{self, stores::Stores};
 use crate::runtime_metrics::{INSTANCE_CONTROLLER, Triggers};
 use crate::shards::select::{Listed, Selection};
+use kura_core::kind::ChildKind;
 
 /// Where the operator looks: every namespace, or one.
 #[derive(Clone)]
@@ -374,7 +374,7 @@ pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Stream
     // Fleet-wide: the fleet budget counts every instance's workload.
     let (sts_store, stateful_sets) = reflect_into(
         Watch::whole(scope.api::<StatefulSet>(), scope.managed()),
-        crate::cached_sts::compact,
+        kura_core::cached_sts::compact,
         |cache, event| cache.apply_watcher_event(&cached::event(event, CachedStatefulSet::of)),
         indexed(&labelled, ChildKind::StatefulSet),
     );
@@ -575,7 +575,7 @@ fn freed_elsewhere(
                     .status
                     .as_ref()
                     .and_then(|s| s.rollout.as_ref())
-                    .is_some_and(|r| r.state == crate::api::RolloutState::Admitted);
+                    .is_some_and(|r| r.state == kura_core::api::RolloutState::Admitted);
                 if now {
                     admitted.insert(uid);
                     None
@@ -685,7 +685,7 @@ pub fn instance_controller(
 fn instances_using(
     store: &Store<KuraInstance>,
     namespace: Option<&str>,
-    pred: impl Fn(&crate::api::GatewayStatus) -> bool,
+    pred: impl Fn(&kura_core::api::GatewayStatus) -> bool,
 ) -> Vec<ObjectRef<KuraInstance>> {
     store
         .state()
@@ -712,9 +712,9 @@ mod tests {
     use serde_json::json;
 
     use super::compact_managed_fields;
-    use crate::kind::ChildKind;
     use crate::reconcile::observe::{live_child, live_child_as};
-    use crate::reconcile::plan::Owner;
+    use kura_core::kind::ChildKind;
+    use kura_core::plan::Owner;
 
     fn entry(
         manager: &str,
@@ -730,18 +730,19 @@ mod tests {
     }
 
     /// The example acme-eu's StatefulSet as the operator renders it.
-    fn rendered_stateful_set() -> crate::render::Manifest {
+    fn rendered_stateful_set() -> kura_core::render::Manifest {
         let config =
-            crate::config::OperatorConfig::parse(include_str!("../examples/config.yaml")).unwrap();
-        let instance: crate::api::KuraInstance = serde_yaml::from_str(
+            kura_core::config::OperatorConfig::parse(include_str!("../examples/config.yaml"))
+                .unwrap();
+        let instance: kura_core::api::KuraInstance = serde_yaml::from_str(
             include_str!("../examples/instances.yaml")
                 .split("\n---\n")
                 .next()
                 .unwrap(),
         )
         .unwrap();
-        let validated = crate::validate::validate(&instance, &config).unwrap();
-        let desired = crate::render::render(&validated, &config);
+        let validated = kura_core::validate::validate(&instance, &config).unwrap();
+        let desired = kura_core::render::render(&validated, &config);
         let sts = desired
             .objects
             .into_iter()

@@ -60,7 +60,7 @@ pub struct Report {
 pub async fn installed(client: &kube::Client) -> Result<Vec<Pair>, String> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut pairs = Vec::new();
-    for ours in crate::api::crds() {
+    for ours in kura_core::api::crds() {
         let name = ours.metadata.name.clone().unwrap_or_default();
         match api.get_opt(&name).await {
             Ok(Some(theirs)) => pairs.push((ours, theirs)),
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn the_line_names_both_versions_what_is_missing_and_the_fix() {
-        let mut old = crate::api::crds().remove(0);
+        let mut old = kura_core::api::crds().remove(0);
         old.metadata
             .annotations
             .as_mut()

@@ -16,8 +16,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
-pub use kura_core::endpoint::addresses::{Addresses, Probe, Watched, address_fails};
-pub use kura_core::endpoint::{Answer, IDENTITY_HEADER, Target, judge};
+use kura_core::endpoint::addresses::Addresses;
+use kura_core::endpoint::{Answer, Target, judge};
 
 /// The most of a response read: the status line and headers.
 const MAX_HEAD: usize = 16 * 1024;

@@ -23,12 +23,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
-use crate::api::{KuraGateway, KuraInstance};
 use crate::context::Context;
-use crate::controller::{GatewayStreams, jitter};
+use crate::controller::GatewayStreams;
 use crate::gateway::{self, collect};
-use crate::kind::ChildKind;
 use crate::runtime_metrics::{GATEWAY_CONTROLLER, Triggers};
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::kind::ChildKind;
+use kura_core::time::jitter;
 
 /// Passes what a reconcile decides from (spec, labels, annotations,
 /// finalizers, deletion), not the controller's own status writes.
@@ -77,7 +78,8 @@ fn gateways_of(instance: &KuraInstance) -> Vec<ObjectRef<KuraGateway>> {
 /// is not the gateway's holds the gateway in a name conflict until it goes).
 fn gateway_of_cluster_child(meta: &ObjectMeta) -> Option<ObjectRef<KuraGateway>> {
     let (namespace, name) = collect::class_owner(meta).or_else(|| {
-        let (namespace, name) = crate::names::parse_gateway_ingress_class(meta.name.as_deref()?)?;
+        let (namespace, name) =
+            kura_core::names::parse_gateway_ingress_class(meta.name.as_deref()?)?;
         Some((namespace.to_string(), name.to_string()))
     })?;
     Some(ObjectRef::new(&name).within(&namespace))
@@ -89,7 +91,7 @@ fn gateway_of_pod(pod: &Pod) -> Option<ObjectRef<KuraGateway>> {
         .metadata
         .labels
         .as_ref()?
-        .get(crate::keys::LABEL_GATEWAY)?;
+        .get(kura_core::keys::LABEL_GATEWAY)?;
     Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
 }
 
@@ -247,7 +249,7 @@ pub fn gateway_controller(
 #[cfg(test)]
 mod tests {
     use super::{decided_from, gateways_of};
-    use crate::api::{KuraGateway, KuraInstance};
+    use kura_core::api::{KuraGateway, KuraInstance};
 
     #[test]
     fn an_instance_maps_to_the_gateways_its_status_names_in_its_namespace() {

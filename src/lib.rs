@@ -2,18 +2,13 @@
 //! the content hash of its rendered manifests (see docs/architecture.md).
 //!
 //! The pure layers (types, configuration, validation, rendering, the plan, the
-//! budget's and host claims' rules) are the `kura-core` crate, re-exported
-//! here under their own names; this crate reads the caches and memory, decides
-//! (`decide`), and does the I/O.
+//! budget's and host claims' rules) are the `kura-core` crate, imported by its
+//! name wherever they are used (`kura_core::render`, never a local alias); this
+//! crate reads the caches and memory, decides (`decide`), and does the I/O.
 
 // Unit tests may write as clients do; the code they test is checked without
 // them (docs/architecture.md, "Who writes").
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
-
-pub use kura_core::{
-    api, cached_sts, compact, config, fields, keys, kind, names, render, retry, rollout, rules,
-    shard, status_trust, time, validate, window,
-};
 
 pub mod claims;
 pub mod config_watch;

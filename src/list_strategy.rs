@@ -16,7 +16,7 @@ use futures::StreamExt;
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 
-use crate::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 /// `--list-strategy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -18,8 +18,9 @@ use jiff::Timestamp;
 
 use kube::Resource;
 
-use crate::api::{KuraGateway, KuraGatewayStatus, KuraInstance, KuraInstanceStatus};
-use crate::endpoint::{Answer, Target};
+use kura_core::api::{KuraGateway, KuraGatewayStatus, KuraInstance, KuraInstanceStatus};
+use kura_core::endpoint::Answer;
+use kura_core::endpoint::Target;
 
 mod endpoint;
 pub use endpoint::{EndpointMemo, EndpointRecall, Refresh};
@@ -77,7 +78,7 @@ pub struct Record<S> {
     /// This process admitted the instance to a rollout of the fleet budget,
     /// and when; the cache may not show that status write yet
     /// ([`Memory::take_slot`]).
-    admitted: Option<(crate::rollout::OrderKey, Instant)>,
+    admitted: Option<(kura_core::rollout::OrderKey, Instant)>,
     /// Its endpoint's last answer and the check running (`memory::endpoint`).
     endpoint: Option<Box<EndpointMemo>>,
 }
@@ -106,7 +107,7 @@ impl<S> Record<S> {
     }
 }
 
-pub use kura_core::outcome::TransientStreak;
+use kura_core::outcome::TransientStreak;
 
 /// What a reconcile reads from memory, once, at its start.
 #[derive(Clone, Debug, Default)]
@@ -277,7 +278,7 @@ impl Memory<KuraInstance> {
     pub fn pending_admissions(
         &self,
         still_waiting: impl Fn(&str) -> bool,
-    ) -> Vec<crate::rollout::OrderKey> {
+    ) -> Vec<kura_core::rollout::OrderKey> {
         let mut records = self.records.lock().unwrap();
         pending_in(&mut records, &still_waiting)
     }
@@ -288,14 +289,14 @@ impl Memory<KuraInstance> {
     pub fn take_slot(
         &self,
         instance: &KuraInstance,
-        key: crate::rollout::OrderKey,
+        key: kura_core::rollout::OrderKey,
         still_waiting: impl Fn(&str) -> bool,
-        decide: impl FnOnce(&[crate::rollout::OrderKey]) -> crate::rollout::Admission,
-    ) -> crate::rollout::Admission {
+        decide: impl FnOnce(&[kura_core::rollout::OrderKey]) -> kura_core::rollout::Admission,
+    ) -> kura_core::rollout::Admission {
         let mut records = self.records.lock().unwrap();
         let pending = pending_in(&mut records, &still_waiting);
         let admission = decide(&pending);
-        if admission == (crate::rollout::Admission::Admit { counted: true })
+        if admission == (kura_core::rollout::Admission::Admit { counted: true })
             && let Some(uid) = &instance.metadata.uid
         {
             records.entry(uid.clone()).or_default().admitted = Some((key, Instant::now()));
@@ -352,7 +353,7 @@ impl Memory<KuraInstance> {
 fn pending_in<S>(
     records: &mut HashMap<String, Record<S>>,
     still_waiting: &impl Fn(&str) -> bool,
-) -> Vec<crate::rollout::OrderKey> {
+) -> Vec<kura_core::rollout::OrderKey> {
     let mut pending = Vec::new();
     for (uid, record) in records.iter_mut() {
         let Some((key, at)) = &record.admitted else {
@@ -375,7 +376,7 @@ mod tests {
     use std::num::NonZeroU64;
 
     use super::{Memory, caught_up};
-    use crate::api::{KuraInstance, KuraInstanceStatus, Phase, RetryStatus};
+    use kura_core::api::{KuraInstance, KuraInstanceStatus, Phase, RetryStatus};
 
     fn instance(uid: &str, rv: &str, status: Option<KuraInstanceStatus>) -> KuraInstance {
         let mut i: KuraInstance = serde_json::from_value(serde_json::json!({

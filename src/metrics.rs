@@ -15,9 +15,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::api::KuraInstance;
-use crate::api::conditions::{self, STALLED};
 use crate::runtime_metrics::RuntimeMetrics;
+use kura_core::api::KuraInstance;
+use kura_core::api::conditions::{self, STALLED};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -274,8 +274,8 @@ impl Metrics {
     }
 
     /// One request of the endpoint check ended with `answer`.
-    pub fn endpoint_checked(&self, answer: &crate::endpoint::Answer) {
-        use crate::endpoint::Answer;
+    pub fn endpoint_checked(&self, answer: &kura_core::endpoint::Answer) {
+        use kura_core::endpoint::Answer;
         let result = match answer {
             Answer::Answered => "answered",
             Answer::NoAddress { .. } => "no-address",
@@ -384,9 +384,9 @@ impl Metrics {
 }
 
 /// Where an instance stands in an operator-originated rollout, from its status.
-fn rollout_state(status: &crate::api::KuraInstanceStatus) -> Option<&'static str> {
-    use crate::api::RolloutState;
-    use crate::api::conditions::{ROLLOUT_FAILED, ROLLOUT_HELD};
+fn rollout_state(status: &kura_core::api::KuraInstanceStatus) -> Option<&'static str> {
+    use kura_core::api::RolloutState;
+    use kura_core::api::conditions::{ROLLOUT_FAILED, ROLLOUT_HELD};
     let record = status.rollout.as_ref()?;
     Some(match record.state {
         RolloutState::Admitted if conditions::is_true(&status.conditions, ROLLOUT_FAILED) => {
@@ -416,7 +416,11 @@ impl Drop for ReconcileTimer {
 
 /// The metrics of an outcome.
 impl Metrics {
-    pub fn record(&self, outcome: &kura_core::outcome::Outcome, _phase: Option<crate::api::Phase>) {
+    pub fn record(
+        &self,
+        outcome: &kura_core::outcome::Outcome,
+        _phase: Option<kura_core::api::Phase>,
+    ) {
         if let kura_core::outcome::Outcome::Applied {
             reasons, pruned, ..
         } = outcome

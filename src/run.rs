@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::time::parse_duration;
+use kura_core::time::parse_duration;
 
 /// A period something is done every (a resync, a Lease, a watch): not
 /// zero, which would make it a busy loop (or a panic of the timer).
@@ -181,12 +181,12 @@ async fn run(
 
     use kube::runtime::events::Reporter;
 
-    use crate::config::OperatorConfig;
     use crate::context::{Context, Faults};
     use crate::controller::{self, Scope};
     use crate::leader::LeaderState;
-    use crate::reconcile::plan::RetryPolicy;
     use crate::server::{self, Probes};
+    use kura_core::config::OperatorConfig;
+    use kura_core::plan::RetryPolicy;
 
     // Start-up checks first, each failing in one line: config, kubeconfig,
     // the metrics address, the CRDs.
@@ -204,7 +204,8 @@ async fn run(
         )
         .into());
     }
-    let shards = crate::shard::Shards::new(args.shards).unwrap_or(crate::shard::Shards::ONE);
+    let shards =
+        kura_core::shard::Shards::new(args.shards).unwrap_or(kura_core::shard::Shards::ONE);
     let gate = Arc::new(crate::shards::Gate::new(shards));
     // A read may stay silent for as long as a watch does.
     let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
@@ -292,7 +293,7 @@ async fn run(
             events: pod_events_target(&reports, &reporter),
         },
     ));
-    let instances_api: kube::Api<crate::api::KuraInstance> = match &args.namespace {
+    let instances_api: kube::Api<kura_core::api::KuraInstance> = match &args.namespace {
         Some(ns) => kube::Api::namespaced(client.clone(), ns),
         None => kube::Api::all(client.clone()),
     };
@@ -372,7 +373,7 @@ async fn run(
             }
         },
         shards: gate.clone(),
-        gateway_roles: crate::render::gateway::GatewayRoles {
+        gateway_roles: kura_core::render::gateway::GatewayRoles {
             namespaced: args.gateway_role.clone(),
             cluster: args.gateway_cluster_role.clone(),
         },
@@ -529,10 +530,13 @@ fn lease_settings(
         // Found by a sharded replica's planner, which refuses to act beside it.
         labels: [
             (
-                crate::keys::LABEL_SHARDS_OF.to_string(),
+                kura_core::keys::LABEL_SHARDS_OF.to_string(),
                 args.lease_name.clone(),
             ),
-            (crate::keys::LABEL_SHARD_COUNT.to_string(), "1".to_string()),
+            (
+                kura_core::keys::LABEL_SHARD_COUNT.to_string(),
+                "1".to_string(),
+            ),
         ]
         .into(),
         fence: Some((fence, 0)),

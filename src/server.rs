@@ -30,10 +30,10 @@ use axum::routing::get;
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
-use crate::api::KuraInstance;
 use crate::config_watch::FileState;
 use crate::leader::LeaderState;
 use crate::metrics::Metrics;
+use kura_core::api::KuraInstance;
 
 /// Every status write failing for this long (none succeeding meanwhile)
 /// makes the operator unready: it cannot report what it does. One instance

@@ -34,7 +34,7 @@ use futures::Stream;
 use tokio::sync::{Notify, watch};
 
 use crate::leader::LeaderState;
-use crate::shard::Shards;
+use kura_core::shard::Shards;
 
 pub use follow::coordinate;
 

@@ -17,10 +17,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::cached::{CachedIngress, CachedMeta, CachedObject, CachedStatefulSet};
 use self::labelled::Labelled;
-use crate::api::{KuraGateway, KuraInstance};
-use crate::cached_sts::LiveClaim;
-use crate::kind::ChildKind;
-use crate::render::ObjectId;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::cached_sts::LiveClaim;
+use kura_core::kind::ChildKind;
+use kura_core::render::ObjectId;
 
 #[derive(Clone)]
 pub struct Stores {
@@ -128,11 +128,11 @@ impl Stores {
             namespace: Some(namespace.to_string()),
             name: name.to_string(),
         };
-        crate::cached_sts::data_claim(&*self.stateful_set(&id)?)
+        kura_core::cached_sts::data_claim(&*self.stateful_set(&id)?)
     }
 
     /// [`Stores::workload_serving`] of an instance.
-    pub fn serving(&self, instance: &crate::api::KuraInstance) -> bool {
+    pub fn serving(&self, instance: &kura_core::api::KuraInstance) -> bool {
         self.workload_serving(
             instance.metadata.namespace.as_deref().unwrap_or_default(),
             instance.metadata.name.as_deref().unwrap_or_default(),
@@ -149,7 +149,7 @@ impl Stores {
         };
         self.stateful_sets
             .get(&key(&id))
-            .is_some_and(|sts| crate::cached_sts::serves(sts.replicas()))
+            .is_some_and(|sts| kura_core::cached_sts::serves(sts.replicas()))
     }
 
     pub fn stateful_set(&self, id: &ObjectId) -> Option<std::sync::Arc<StatefulSet>> {
@@ -190,7 +190,7 @@ impl Stores {
                 p.metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get(crate::keys::LABEL_GATEWAY))
+                    .and_then(|l| l.get(kura_core::keys::LABEL_GATEWAY))
                     .is_some_and(|g| g == name)
             })
             .filter_map(|p| kura_core::gateway::pods::unschedulable(p))
@@ -205,8 +205,10 @@ impl Stores {
 pub fn class_gateway(meta: &ObjectMeta) -> Option<(String, String)> {
     let labels = meta.labels.as_ref()?;
     Some((
-        labels.get(crate::keys::LABEL_GATEWAY_NAMESPACE)?.clone(),
-        labels.get(crate::keys::LABEL_GATEWAY)?.clone(),
+        labels
+            .get(kura_core::keys::LABEL_GATEWAY_NAMESPACE)?
+            .clone(),
+        labels.get(kura_core::keys::LABEL_GATEWAY)?.clone(),
     ))
 }
 

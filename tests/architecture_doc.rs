@@ -398,7 +398,7 @@ fn the_checks_find_what_is_gone() {
         "reconcile::execute::execute",
         "kura_core::gateway::pods::compact",
         "claims::index::Index::grants",
-        "kura_operator::api",
+        "kura_core::api",
         "OperatorConfig::fleet_revision",
     ] {
         assert_eq!(unresolved(real, &sources), None, "`{real}`");

@@ -80,3 +80,42 @@ fn the_operator_crate_is_where_the_client_and_runtime_are() {
         );
     }
 }
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The core is imported by its name where it is used: no module of the
+/// operator crate re-exports it (`pub use kura_core::…`), so a path says
+/// which crate the code is in (`kura_core::status::compute`, never a local
+/// alias for it).
+#[test]
+fn the_operator_crate_re_exports_nothing_of_the_core() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("pub use kura_core") || code.starts_with("pub(crate) use kura_core")
+            {
+                found.push(format!("{}:{}: {code}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "re-exports of the core:\n{}",
+        found.join("\n")
+    );
+}

@@ -11,10 +11,10 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use crate::api::KuraInstance;
-use crate::config::OperatorConfig;
+use kura_core::api::KuraInstance;
 use kura_core::claims::index::Index;
 use kura_core::claims::{Claimant, Conflict, HostClaim, HostInputs, check, hosts, not_served};
+use kura_core::config::OperatorConfig;
 
 /// Where the instances to reconcile now are sent.
 pub type WakeSender = tokio::sync::mpsc::UnboundedSender<ObjectRef<KuraInstance>>;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use kura_core::api::{KuraInstance, KuraInstanceStatus};
 use kura_core::rollout::progress::{Counts, Seen, Summary, Verdict, summarize};
-use kura_operator::api::{KuraInstance, KuraInstanceStatus};
 
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {

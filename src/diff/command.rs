@@ -8,7 +8,7 @@ use futures::StreamExt;
 use super::read::{self, Scope};
 use super::report::Report;
 use super::{diff_instance, follow_freed_hosts, keep_used_gateways};
-use crate::config::OperatorConfig;
+use kura_core::config::OperatorConfig;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DiffArgs {

@@ -11,8 +11,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::keys::FIELD_MANAGER;
-use crate::kind::ChildKind;
+use kura_core::keys::FIELD_MANAGER;
+use kura_core::kind::ChildKind;
 
 /// The operator's apply entry's `fieldsV1`, if the object has one.
 pub fn operator_field_set(object: &Value) -> Option<&Map<String, Value>> {

@@ -22,14 +22,14 @@ use kube::runtime::watcher::Event;
 use serde_json::Value;
 
 use super::{fields, show};
-use crate::api::{KuraGateway, KuraInstance};
 use crate::claims::Claims;
-use crate::controller::{compact_child, compact_instance, compact_managed_fields};
-use crate::keys::ANNOTATION_POD_TEMPLATE_HASH;
-use crate::kind::ChildKind;
 use crate::reconcile::stores::Stores;
 use crate::reconcile::stores::cached::{CachedIngress, CachedMeta, CachedStatefulSet};
-use crate::render::ObjectId;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::compact::{compact_child, compact_instance, compact_managed_fields};
+use kura_core::keys::ANNOTATION_POD_TEMPLATE_HASH;
+use kura_core::kind::ChildKind;
+use kura_core::render::ObjectId;
 
 pub struct Live {
     pub stores: Stores,
@@ -100,7 +100,7 @@ impl LiveBuilder {
                     cluster_role_bindings,
                     gateway_pods,
                     claims: std::sync::Arc::new(Claims::new(
-                        crate::claims::index::DEFAULT_RESERVATION,
+                        kura_core::claims::index::DEFAULT_RESERVATION,
                         None,
                     )),
                     labelled: Default::default(),
@@ -160,7 +160,7 @@ impl LiveBuilder {
                 if let Some(hash) = hash {
                     self.live.pod_template_hashes.insert(id, hash.clone());
                 }
-                crate::cached_sts::compact(&mut sts);
+                kura_core::cached_sts::compact(&mut sts);
                 w.stateful_sets
                     .apply_watcher_event(&Event::Apply(CachedStatefulSet::of(&sts)));
             }

@@ -16,15 +16,15 @@ pub mod show;
 
 use serde::Serialize;
 
-use crate::api::KuraInstance;
-use crate::config::OperatorConfig;
-use crate::kind::ChildKind;
 use crate::memory::Memory;
 use crate::reconcile::decide::{Decision, Inputs, Mode, Valid, Verdict, decide};
-use crate::reconcile::plan::{ApplyOp, ApplyReason, Observed, Plan, RetryPolicy};
 use crate::reconcile::prune::{gateway_user, kept_by_metadata};
-use crate::render::{Desired, ObjectId};
-use crate::rollout::Admission;
+use kura_core::api::KuraInstance;
+use kura_core::config::OperatorConfig;
+use kura_core::kind::ChildKind;
+use kura_core::plan::{ApplyOp, ApplyReason, Observed, Plan, RetryPolicy};
+use kura_core::render::{Desired, ObjectId};
+use kura_core::rollout::Admission;
 
 pub use live::{Live, LiveBuilder};
 
@@ -116,8 +116,8 @@ pub struct WindowPreview {
     pub goes_at: String,
 }
 
-impl From<&crate::window::WindowWait> for WindowPreview {
-    fn from(w: &crate::window::WindowWait) -> Self {
+impl From<&kura_core::window::WindowWait> for WindowPreview {
+    fn from(w: &kura_core::window::WindowWait) -> Self {
         WindowPreview {
             window: w.window.clone(),
             source: w.source.clone(),
@@ -389,7 +389,7 @@ fn report_valid(
             out.state = State::Paused;
             let mut status = decision.observed.status.clone();
             status.desired_revision = out.desired_revision.clone();
-            out.paused = Some(crate::reconcile::status::paused_message(
+            out.paused = Some(kura_core::status::paused_message(
                 instance.spec.pause.as_ref(),
                 &status,
             ));
@@ -634,7 +634,7 @@ pub fn keep_used_gateways(
         if o.action != Action::Prune || o.kind != ChildKind::KuraGateway {
             return true;
         }
-        let class = crate::names::gateway_ingress_class(&namespace, &o.name);
+        let class = kura_core::names::gateway_ingress_class(&namespace, &o.name);
         match gateway_user(
             &o.name, &class, &namespace, instances, &others, &name, config,
         ) {

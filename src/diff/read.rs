@@ -8,21 +8,21 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DynamicObject, ListParams, ObjectList};
 
-use crate::render::ObjectId;
 use kube::{Client, Resource};
+use kura_core::render::ObjectId;
 use serde::de::DeserializeOwned;
 
 use super::live::{Live, LiveBuilder};
-use crate::api::KuraInstance;
-use crate::config::OperatorConfig;
-use crate::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
-use crate::kind::ChildKind;
+use kura_core::api::KuraInstance;
+use kura_core::config::OperatorConfig;
+use kura_core::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use kura_core::kind::ChildKind;
 
 /// Objects per page: a bound on what one response holds in memory (a page of
 /// 500 StatefulSets as JSON values took tens of MiB).
 const PAGE: u32 = 200;
 
-pub use crate::keys::CONFIG_MAP_KEY;
+use kura_core::keys::CONFIG_MAP_KEY;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -51,7 +51,7 @@ pub enum ReadError {
         source: kube::Error,
     },
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] kura_core::config::ConfigError),
 }
 
 /// Where to look: one namespace or all, and which instances.
@@ -202,7 +202,7 @@ pub async fn taken_names(
     uid: &str,
     name: &str,
 ) -> Result<super::NamesFound, ReadError> {
-    use crate::reconcile::plan::Owner;
+    use kura_core::plan::Owner;
     let reads = ids.iter().map(|id| async move {
         let api = crate::reconcile::apply::dynamic_api(client, id);
         (id, api.get_metadata_opt(&id.name).await)

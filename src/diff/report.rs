@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{Action, InstanceDiff, State};
-use crate::render::hash::short;
-use crate::rollout::RolloutConfig;
+use kura_core::render::hash::short;
+use kura_core::rollout::RolloutConfig;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -251,7 +251,7 @@ fn instance_text(i: &InstanceDiff, out: &mut String) {
 mod tests {
     use super::*;
     use crate::diff::{ObjectChange, Problem};
-    use crate::kind::ChildKind;
+    use kura_core::kind::ChildKind;
 
     fn instance(name: &str, state: State, objects: Vec<ObjectChange>) -> InstanceDiff {
         InstanceDiff {

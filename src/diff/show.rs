@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::render::ObjectId;
+use kura_core::render::ObjectId;
 
 /// Lines of context around each change.
 const CONTEXT: usize = 3;
@@ -38,7 +38,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::kind::ChildKind;
+    use kura_core::kind::ChildKind;
 
     fn id() -> ObjectId {
         ObjectId {

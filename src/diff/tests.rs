@@ -6,11 +6,11 @@ use kube::api::DynamicObject;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::api::KuraInstanceStatus;
-use crate::keys::FIELD_MANAGER;
-use crate::reconcile::observe::owned_fields;
-use crate::render::render;
-use crate::validate::validate;
+use kura_core::api::KuraInstanceStatus;
+use kura_core::fields::owned_fields;
+use kura_core::keys::FIELD_MANAGER;
+use kura_core::render::render;
+use kura_core::validate::validate;
 
 const CONFIG: &str = "\
 gateway:
@@ -577,9 +577,9 @@ fn ready_on_its_generation(fleet: &mut Fleet) {
     let status = fleet.instance.status.as_mut().unwrap();
     status.applied_generation = generation;
     status.observed_generation = generation;
-    status.conditions = vec![crate::api::Condition::new(
-        crate::api::conditions::READY,
-        crate::api::ConditionStatus::True,
+    status.conditions = vec![kura_core::api::Condition::new(
+        kura_core::api::conditions::READY,
+        kura_core::api::ConditionStatus::True,
         "Active",
         "",
     )];
@@ -642,7 +642,7 @@ fn the_budget_makes_waves_of_the_paced_restarts() {
     // One instance restarts at once: not Ready.
     diffs[6].waits_for_budget = false;
     let rollout = |max: &str| {
-        serde_yaml::from_str::<crate::rollout::RolloutConfig>(&format!("maxUnavailable: {max}"))
+        serde_yaml::from_str::<kura_core::rollout::RolloutConfig>(&format!("maxUnavailable: {max}"))
             .unwrap()
     };
     let report = super::report::Report::new(diffs.clone()).with_budget(&rollout("2"), 7);

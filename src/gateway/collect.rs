@@ -13,20 +13,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
-use crate::api::{KuraGateway, KuraInstance};
-use crate::config::OperatorConfig;
 use crate::context::Context;
-use crate::keys::{
+use crate::reconcile::prune::{gateway_user, ingress_classes};
+use crate::reconcile::stores::Stores;
+use kube::runtime::reflector::Lookup;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::config::OperatorConfig;
+use kura_core::keys::{
     ANNOTATION_GATEWAY_UID, LABEL_GATEWAY, LABEL_GATEWAY_NAMESPACE, LABEL_MANAGED_BY,
     MANAGED_BY_VALUE,
 };
-use crate::kind::ChildKind;
-use crate::names;
-use crate::reconcile::apply::{Failure, Stage};
-use crate::reconcile::prune::{gateway_user, ingress_classes};
-use crate::reconcile::stores::Stores;
-use crate::render::ObjectId;
-use kube::runtime::reflector::Lookup;
+use kura_core::kind::ChildKind;
+use kura_core::names;
+use kura_core::outcome::Failure;
+use kura_core::outcome::Stage;
+use kura_core::render::ObjectId;
 
 fn identity(gw: &KuraGateway) -> (&str, &str) {
     (
@@ -118,7 +119,7 @@ pub async fn collect(ctx: &Context, gw: &Arc<KuraGateway>) -> Result<(), Failure
         namespace: Some(namespace.to_string()),
         name: name.to_string(),
     };
-    let note = super::status::collected(namespace);
+    let note = kura_core::gateway::status::collected(namespace);
     tracing::info!(%namespace, gateway = %name, "{}", note.note);
     let mut event = crate::reconcile::events::event(note);
     event.action = "Collect".into();
@@ -270,8 +271,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::first_user;
-    use crate::api::{KuraGateway, KuraInstance};
-    use crate::config::OperatorConfig;
+    use kura_core::api::{KuraGateway, KuraInstance};
+    use kura_core::config::OperatorConfig;
 
     const CONFIG: &str = "regions:\n  r1:\n    network: cloud\n    sharedIngressClass: shared\n    domain: kura.test\n";
 
@@ -287,12 +288,12 @@ mod tests {
     }
 
     fn gateway(namespace: &str) -> KuraGateway {
-        let name = crate::names::gateway("acme", "r1");
+        let name = kura_core::names::gateway("acme", "r1");
         serde_json::from_value(serde_json::json!({
             "apiVersion": "kura.dev/v1alpha1", "kind": "KuraGateway",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"account": "acme", "region": "r1", "controller": "c", "image": "g:1",
-                     "ingressClassName": crate::names::gateway_ingress_class(namespace, &name)},
+                     "ingressClassName": kura_core::names::gateway_ingress_class(namespace, &name)},
         }))
         .unwrap()
     }

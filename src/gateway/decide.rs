@@ -5,16 +5,17 @@
 
 use jiff::Timestamp;
 
-use super::observe::{self, Observed};
-use super::plan::{self, Plan};
+use super::observe::{self};
 use super::{collect, validate};
-use crate::api::{KuraGateway, KuraGatewayStatus};
-use crate::config::OperatorConfig;
-use crate::reconcile::plan::{RetryPolicy, inputs_key};
-use crate::render::Desired;
-use crate::render::gateway::{GatewayRoles, render_gateway};
 use crate::stores::Stores;
-use crate::validate::ValidationErrors;
+use kura_core::api::{KuraGateway, KuraGatewayStatus};
+use kura_core::config::OperatorConfig;
+use kura_core::gateway::observed::Observed;
+use kura_core::gateway::plan::{self, Plan};
+use kura_core::plan::{RetryPolicy, inputs_key};
+use kura_core::render::Desired;
+use kura_core::render::gateway::{GatewayRoles, render_gateway};
+use kura_core::validate::ValidationErrors;
 
 pub struct Inputs<'a> {
     pub gw: &'a KuraGateway,

@@ -9,14 +9,16 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 
 use super::observe::has_legacy_finalizer;
-use crate::api::KuraGateway;
-use crate::keys::{FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
-use crate::kind::ChildKind;
-use crate::names;
-use crate::reconcile::apply::{Failure, Stage, dynamic_api};
+use crate::reconcile::apply::dynamic_api;
 use crate::reconcile::observe::owner;
-use crate::reconcile::plan::Owner;
-use crate::render::ObjectId;
+use kura_core::api::KuraGateway;
+use kura_core::keys::{FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
+use kura_core::kind::ChildKind;
+use kura_core::names;
+use kura_core::outcome::Failure;
+use kura_core::outcome::Stage;
+use kura_core::plan::Owner;
+use kura_core::render::ObjectId;
 
 fn gateway_id(gw: &KuraGateway) -> ObjectId {
     ObjectId {

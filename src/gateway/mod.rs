@@ -17,7 +17,7 @@ pub mod collect;
 pub mod decide;
 mod migrate;
 pub mod observe;
-pub use kura_core::gateway::{plan, status, validate};
+use kura_core::gateway::{plan, status, validate};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,15 +30,17 @@ use tracing::Instrument;
 
 use self::plan::Plan;
 use self::status::{Outcome, StatusInputs};
-use crate::api::{KuraGateway, KuraGatewayStatus};
 use crate::context::Context;
-use crate::keys::GATEWAY_FIELD_MANAGER;
 use crate::memory::Recall;
-use crate::reconcile::apply::{self, Failure, FailureClass};
-use crate::reconcile::plan::{ApplyOp, ApplyReason, SETTLE, drift, until};
+use crate::reconcile::apply::{self};
 use crate::reconcile::{events, status as shared_status};
-use crate::render::hash::short;
-use crate::render::{Desired, ObjectId};
+use kura_core::api::{KuraGateway, KuraGatewayStatus};
+use kura_core::keys::GATEWAY_FIELD_MANAGER;
+use kura_core::outcome::Failure;
+use kura_core::outcome::FailureClass;
+use kura_core::plan::{ApplyOp, ApplyReason, SETTLE, drift, until};
+use kura_core::render::hash::short;
+use kura_core::render::{Desired, ObjectId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -274,7 +276,7 @@ async fn execute(
 async fn write(
     ctx: &Context,
     gw: &Arc<KuraGateway>,
-    observed: &observe::Observed,
+    observed: &kura_core::gateway::observed::Observed,
     new_status: &KuraGatewayStatus,
     outcome: &Outcome,
     recall: &Recall<KuraGatewayStatus>,
@@ -284,7 +286,7 @@ async fn write(
         .into_iter()
         .map(crate::reconcile::events::event)
         .collect();
-    let worth = shared_status::worth(&observed.status, new_status, recall.since_status_written);
+    let worth = kura_core::status::worth(&observed.status, new_status, recall.since_status_written);
     if ctx.refreshes.allows(worth, &ctx.metrics) {
         let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
         let name = gw.metadata.name.as_deref().unwrap_or_default();
@@ -325,7 +327,7 @@ struct Steps<'a> {
 async fn rollout(
     ctx: &Context,
     gw: &KuraGateway,
-    observed: &observe::Observed,
+    observed: &kura_core::gateway::observed::Observed,
     desired: &Desired,
     steps: Steps<'_>,
     now: Timestamp,
@@ -381,7 +383,7 @@ async fn rollout(
                     failures: streak.failures,
                 });
             }
-            let jitter = crate::time::jitter(gw, streak.failures);
+            let jitter = kura_core::time::jitter(gw, streak.failures);
             let delay = ctx.policy.transient_backoff(streak.failures, jitter);
             Ok((Outcome::ApplyFailed { reasons, failure }, delay))
         }

@@ -2,15 +2,16 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{KuraGateway, KuraGatewayStatus};
-use crate::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
-use crate::kind::ChildKind;
-use crate::reconcile::observe::{applied_by, live_child_as, owner};
-use crate::reconcile::plan::Owner;
+use crate::reconcile::observe::{live_child_as, owner};
 use crate::reconcile::stores::Stores;
-use crate::render::{Desired, ObjectId};
+use kura_core::api::{KuraGateway, KuraGatewayStatus};
+use kura_core::fields::applied_by;
+use kura_core::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};
+use kura_core::kind::ChildKind;
+use kura_core::plan::Owner;
+use kura_core::render::{Desired, ObjectId};
 
-pub use kura_core::gateway::observed::Observed;
+use kura_core::gateway::observed::Observed;
 
 pub fn observe(
     gw: &KuraGateway,
@@ -21,7 +22,7 @@ pub fn observe(
     let mut status = status.unwrap_or_default();
     // A take-back record another manager wrote would hold the gateway's
     // repairs (or lift the bound): only the operator's own counts.
-    if !crate::status_trust::written_by_operator(&gw.metadata, "conflict") {
+    if !kura_core::status_trust::written_by_operator(&gw.metadata, "conflict") {
         status.conflict = None;
     }
     let uid = gw.metadata.uid.as_deref().unwrap_or_default();
@@ -85,9 +86,9 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
-    use crate::kind::ChildKind;
     use crate::reconcile::observe::owner;
-    use crate::reconcile::plan::Owner;
+    use kura_core::kind::ChildKind;
+    use kura_core::plan::Owner;
 
     fn meta(value: serde_json::Value) -> ObjectMeta {
         serde_json::from_value(value).unwrap()

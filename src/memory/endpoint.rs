@@ -10,7 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::endpoint::{Answer, Target};
+use kura_core::endpoint::Answer;
+use kura_core::endpoint::Target;
 
 /// How long an answer stands before the next reconcile asks again.
 #[derive(Clone, Copy, Debug)]

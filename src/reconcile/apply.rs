@@ -25,13 +25,14 @@ use kube::api::{Api, DynamicObject, GetParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use tracing::Instrument;
 
-use super::observe::{owned_fields_by, owner};
-use super::plan::{ApplyOp, Owner};
-use crate::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
-use crate::render::{Desired, ObjectId, RenderedObject};
+use super::observe::owner;
 use crate::stores::foreign::{ForeignNames, Lookup};
+use kura_core::fields::owned_fields_by;
+use kura_core::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
+use kura_core::plan::{ApplyOp, Owner};
+use kura_core::render::{Desired, ObjectId, RenderedObject};
 
-pub use kura_core::outcome::{Failure, FailureClass, Stage};
+use kura_core::outcome::{Failure, FailureClass, Stage};
 
 /// A failed request as the apiserver (or the way to it) answered.
 pub fn failure(stage: Stage, verb: &'static str, object: &ObjectId, e: &kube::Error) -> Failure {
@@ -345,9 +346,10 @@ pub fn with_live_template(
     let stamp = live_meta
         .annotations
         .as_ref()
-        .and_then(|a| a.get(crate::keys::ANNOTATION_REVISION));
+        .and_then(|a| a.get(kura_core::keys::ANNOTATION_REVISION));
     if let Some(stamp) = stamp {
-        body["metadata"]["annotations"][crate::keys::ANNOTATION_REVISION] = stamp.clone().into();
+        body["metadata"]["annotations"][kura_core::keys::ANNOTATION_REVISION] =
+            stamp.clone().into();
     }
     body
 }
@@ -368,7 +370,7 @@ async fn clear_address(api: &Api<DynamicObject>, id: &ObjectId) -> Result<(), ku
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kind::ChildKind;
+    use kura_core::kind::ChildKind;
 
     fn op(kind: ChildKind, name: &str, create: bool) -> ApplyOp {
         ApplyOp {

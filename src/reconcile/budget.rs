@@ -1,18 +1,18 @@
 //! The fleet budget as a reconcile sees it: who originated the desired
 //! revision, whether it restarts pods, and the fleet's records from the
-//! instance cache (`crate::rollout` has the rules and the decisions).
+//! instance cache (`kura_core::rollout` has the rules and the decisions).
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::plan::{BudgetView, Observed};
-use crate::api::KuraInstance;
-use crate::api::conditions::{READY, is_true};
-use crate::config::OperatorConfig;
 use crate::memory::Memory;
-use crate::render::Desired;
-use crate::rollout::{self, Admission, Fleet, Gate, Member, OrderKey, Origin};
+use kura_core::api::KuraInstance;
+use kura_core::api::conditions::{READY, is_true};
+use kura_core::config::OperatorConfig;
+use kura_core::plan::{BudgetView, Observed};
+use kura_core::render::Desired;
+use kura_core::rollout::{self, Admission, Fleet, Gate, Member, OrderKey, Origin};
 
 /// Who originated the desired revision: the user when what the spec asks to
 /// be rendered changed since the last apply (`render::hash::spec_hash`: an edit of
@@ -79,7 +79,7 @@ pub fn member(
     let status = instance.status.as_ref();
     let rollout = status
         .and_then(|s| s.rollout.clone())
-        .filter(|_| crate::status_trust::written_by_operator(&instance.metadata, "rollout"));
+        .filter(|_| kura_core::status_trust::written_by_operator(&instance.metadata, "rollout"));
     Member {
         key: order_key(instance, config),
         ready: status.is_some_and(|s| is_true(&s.conditions, READY)),
@@ -92,7 +92,7 @@ pub fn member(
 
 /// Paused (and its end not passed) or being deleted: holds no slot of the budget.
 pub fn out_of_rollouts(instance: &KuraInstance, now: Timestamp) -> bool {
-    crate::window::paused(&instance.spec, now) || instance.metadata.deletion_timestamp.is_some()
+    kura_core::window::paused(&instance.spec, now) || instance.metadata.deletion_timestamp.is_some()
 }
 
 /// The instance's maintenance window (its own, or its region's) and the
@@ -100,25 +100,25 @@ pub fn out_of_rollouts(instance: &KuraInstance, now: Timestamp) -> bool {
 pub fn gate(
     instance: &KuraInstance,
     config: &OperatorConfig,
-    record: Option<&crate::api::RolloutStatus>,
+    record: Option<&kura_core::api::RolloutStatus>,
     now: Timestamp,
 ) -> Gate {
     let region = config.regions.get(&instance.spec.region);
-    let Some((window, source)) = crate::window::of_instance(
+    let Some((window, source)) = kura_core::window::of_instance(
         &instance.spec,
         region.and_then(|r| r.maintenance_window.as_ref()),
     ) else {
         return Gate::Open;
     };
     let since = record
-        .filter(|r| r.state == crate::api::RolloutState::Waiting)
-        .and_then(|r| crate::time::recorded_time(&r.since, now));
+        .filter(|r| r.state == kura_core::api::RolloutState::Waiting)
+        .and_then(|r| kura_core::time::recorded_time(&r.since, now));
     let deadline = config
         .rollout
         .window_deadline
         .as_ref()
         .and_then(|d| d.for_change(since, now));
-    crate::window::gate(Some((&window, &source)), deadline, now)
+    kura_core::window::gate(Some((&window, &source)), deadline, now)
 }
 
 /// The fleet of the instances in the cache, for the configuration in force.
@@ -156,7 +156,7 @@ pub fn view(
     }
     let gate = gate(instance, config, observed.status.rollout.as_ref(), now);
     let admitted = observed.status.rollout.as_ref().is_some_and(|r| {
-        r.state == crate::api::RolloutState::Admitted && r.revision == desired.revision
+        r.state == kura_core::api::RolloutState::Admitted && r.revision == desired.revision
     });
     if admitted {
         // Admitted before its window closed: it finishes.
@@ -231,7 +231,7 @@ pub async fn take_shared_slot(
     let key = order_key(instance, config);
     // An entry of a paused or deleting instance holds no slot, as the fleet
     // counts none for it.
-    let seen = |e: &crate::shard::ledger::Entry| {
+    let seen = |e: &kura_core::shard::ledger::Entry| {
         crate::shards::ledger::seen_unless(&stores.instances, e, |i| out_of_rollouts(i, now))
     };
     ledger
@@ -239,10 +239,10 @@ pub async fn take_shared_slot(
             let pending: Vec<OrderKey> = entries
                 .iter()
                 .filter(|e| e.uid != uid && !shown_admitted(&stores.instances, e))
-                .filter_map(crate::shard::ledger::order_key)
+                .filter_map(kura_core::shard::ledger::order_key)
                 .collect();
             let admission = decide(instance, observed, stores, &all, &pending, config, now);
-            let entry = crate::shard::ledger::Entry {
+            let entry = kura_core::shard::ledger::Entry {
                 key: format!("{}/{}", key.namespace, key.name),
                 uid: uid.clone(),
                 owner: None,
@@ -276,7 +276,7 @@ fn decide(
 /// instance in scope) can hold nobody back: the change is not budgeted at
 /// all, so it costs no records (no status writes to join the queue and to be
 /// admitted) and applies at once, as before the budget existed.
-pub fn never_binds(max_unavailable: &crate::rollout::MaxUnavailable, total: usize) -> bool {
+pub fn never_binds(max_unavailable: &kura_core::rollout::MaxUnavailable, total: usize) -> bool {
     max_unavailable.resolve(total) >= total
 }
 
@@ -290,7 +290,7 @@ fn still_waiting(all: &[Arc<KuraInstance>], uid: &str) -> bool {
             && i.status
                 .as_ref()
                 .and_then(|s| s.rollout.as_ref())
-                .is_some_and(|r| r.state == crate::api::RolloutState::Waiting)
+                .is_some_and(|r| r.state == kura_core::api::RolloutState::Waiting)
     })
 }
 
@@ -301,7 +301,7 @@ fn still_waiting(all: &[Arc<KuraInstance>], uid: &str) -> bool {
 /// finished early holds its slot until its entry ends (`ledger::TTL`).
 fn shown_admitted(
     instances: &kube::runtime::reflector::Store<KuraInstance>,
-    entry: &crate::shard::ledger::Entry,
+    entry: &kura_core::shard::ledger::Entry,
 ) -> bool {
     // A lookup of the entry's instance, not a scan of the fleet: each
     // reservation asks this of every entry, under the ledger's lock.
@@ -314,7 +314,7 @@ fn shown_admitted(
             && i.status
                 .as_ref()
                 .and_then(|s| s.rollout.as_ref())
-                .is_some_and(|r| r.state == crate::api::RolloutState::Admitted)
+                .is_some_and(|r| r.state == kura_core::api::RolloutState::Admitted)
     })
 }
 
@@ -365,7 +365,7 @@ pub fn next_in_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::KuraInstanceStatus;
+    use kura_core::api::KuraInstanceStatus;
 
     fn observed(applied_spec: Option<&str>, spec: &str, generation: i64) -> Observed {
         Observed {

@@ -12,16 +12,16 @@
 
 use jiff::Timestamp;
 
-use crate::api::{KuraInstance, KuraInstanceStatus};
-use crate::claims::Conflict;
-use crate::config::OperatorConfig;
 use crate::memory::Memory;
-use crate::reconcile::plan::{self, BudgetView, Observed, Plan, RetryPolicy, inputs_key};
-use crate::reconcile::storage::{self, PendingStorage};
 use crate::reconcile::{budget, observe};
-use crate::render::{Desired, render};
 use crate::stores::Stores;
-use crate::validate::{ResolvedGateway, ValidatedInstance, ValidationErrors, validate};
+use kura_core::api::{KuraInstance, KuraInstanceStatus};
+use kura_core::claims::Conflict;
+use kura_core::config::OperatorConfig;
+use kura_core::plan::{self, BudgetView, Observed, Plan, RetryPolicy, inputs_key};
+use kura_core::render::{Desired, render};
+use kura_core::storage::{self, PendingStorage};
+use kura_core::validate::{ResolvedGateway, ValidatedInstance, ValidationErrors, validate};
 
 /// What the decision is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub fn decide(i: &Inputs) -> Decision {
     let key = inputs_key(&desired.revision, observed.force_token.as_deref());
     observed.just_applied = i.recently_applied == Some(key.as_str());
     // A pause whose end has passed is over.
-    observed.paused = crate::window::paused(&i.instance.spec, i.now);
+    observed.paused = kura_core::window::paused(&i.instance.spec, i.now);
     // A paused instance asks for no host (and applies nothing anyway).
     let host_conflict = (!observed.paused)
         .then(|| i.stores.claims.check(i.instance, i.config, i.now).err())

@@ -25,14 +25,21 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::api::KuraInstance;
-use crate::config::RegionConfig;
 use crate::context::Context;
-use crate::endpoint::{Answer, Probe, Target, Watched, address_fails};
 use crate::memory::Refresh;
-use crate::render::Desired;
+use kura_core::api::KuraInstance;
+use kura_core::config::RegionConfig;
+use kura_core::endpoint::Answer;
+use kura_core::endpoint::Target;
+use kura_core::endpoint::addresses::Probe;
+use kura_core::endpoint::addresses::Watched;
+use kura_core::endpoint::addresses::address_fails;
+use kura_core::render::Desired;
 
-use super::probe::{self, Activation, ENDPOINT_CHECKING, ENDPOINT_NOT_ANSWERING, IngressFacts};
+use super::probe::{self, IngressFacts};
+use kura_core::outcome::Activation;
+use kura_core::outcome::ENDPOINT_CHECKING;
+use kura_core::outcome::ENDPOINT_NOT_ANSWERING;
 
 /// How long a reconcile waits for the answer of a check it began: enough for
 /// an endpoint that answers at once (the common case: decided in the same

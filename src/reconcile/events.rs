@@ -9,8 +9,8 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use std::sync::Arc;
 
-use crate::api::KuraInstanceStatus;
 use crate::context::Context;
+use kura_core::api::KuraInstanceStatus;
 use kura_core::events::{Note, NoteType};
 use kura_core::outcome::Outcome;
 
@@ -94,11 +94,11 @@ pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, ev
 pub fn pause_expired(
     prev: &KuraInstanceStatus,
     new: &KuraInstanceStatus,
-    spec: &crate::api::KuraInstanceSpec,
+    spec: &kura_core::api::KuraInstanceSpec,
     now: jiff::Timestamp,
 ) -> Option<Event> {
-    use crate::api::Phase;
-    let crate::window::Pause::Expired { at } = crate::window::pause(spec, now) else {
+    use kura_core::api::Phase;
+    let kura_core::window::Pause::Expired { at } = kura_core::window::pause(spec, now) else {
         return None;
     };
     if prev.phase != Some(Phase::Paused) || new.phase == Some(Phase::Paused) {
@@ -121,10 +121,10 @@ pub fn pause_expired(
 /// A change whose window deadline passed goes though its window is closed:
 /// said once, when it is admitted (or, with no budget to wait for, applied).
 pub fn deadline_overrode_window(
-    observed: &crate::reconcile::plan::Observed,
+    observed: &kura_core::plan::Observed,
     outcome: &Outcome,
 ) -> Option<Event> {
-    let crate::window::Gate::PastDeadline(at) = observed.budget.gate else {
+    let kura_core::window::Gate::PastDeadline(at) = observed.budget.gate else {
         return None;
     };
     let goes = match outcome {

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::plan::{Plan, until};
-use super::status::Outcome;
 use super::{Error, budget, rollout};
-use crate::api::{KuraInstance, RolloutState};
-use crate::claims::Conflict;
-use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::reconcile::decide::{Decision, Valid, Verdict};
-use crate::rollout::Admission;
+use kura_core::api::{KuraInstance, RolloutState};
+use kura_core::claims::Conflict;
+use kura_core::config::OperatorConfig;
+use kura_core::outcome::Outcome;
+use kura_core::plan::{Plan, until};
+use kura_core::rollout::Admission;
 
 /// While a child is being deleted, look again this often.
 const TERMINATING_RECHECK: Duration = Duration::from_secs(5);
@@ -71,7 +71,7 @@ pub async fn execute(
             until(*at, now),
         ),
         Plan::Converged => (Outcome::Converged, ctx.resync),
-        Plan::Settling => (Outcome::Converged, super::plan::SETTLE),
+        Plan::Settling => (Outcome::Converged, kura_core::plan::SETTLE),
         Plan::Admit => {
             let admission = match &ctx.ledgers {
                 None => {
@@ -167,7 +167,7 @@ async fn reserve_hosts(
     if fresh.is_empty() || uid.is_empty() {
         return Ok(None);
     }
-    let reservation = crate::shard::ledger::HostReservation {
+    let reservation = kura_core::shard::ledger::HostReservation {
         uid,
         owner: format!(
             "{}/{}",
@@ -178,7 +178,7 @@ async fn reserve_hosts(
         at: now,
     };
     let seen =
-        |e: &crate::shard::ledger::Entry| crate::shards::ledger::seen(&ctx.stores.instances, e);
+        |e: &kura_core::shard::ledger::Entry| crate::shards::ledger::seen(&ctx.stores.instances, e);
     let reserve = ledger.reserve_hosts(now, seen, reservation);
     reserve.await.map_err(Error::Ledger)
 }
@@ -212,8 +212,8 @@ fn held_recheck(decision: &Decision, admission: &Admission, now: Timestamp) -> D
 }
 
 fn pause_recheck(ctx: &Context, instance: &KuraInstance, now: Timestamp) -> Duration {
-    match crate::window::pause(&instance.spec, now) {
-        crate::window::Pause::Paused { until: Some(at) } => until(at, now).min(ctx.resync),
+    match kura_core::window::pause(&instance.spec, now) {
+        kura_core::window::Pause::Paused { until: Some(at) } => until(at, now).min(ctx.resync),
         _ => ctx.resync,
     }
 }

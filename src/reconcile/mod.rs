@@ -16,15 +16,12 @@ pub mod events;
 pub mod execute;
 pub mod observe;
 /// The instance's state machine, pure (in `kura-core`).
-pub use kura_core::plan;
 pub mod probe;
 pub mod prune;
 mod report;
 mod rollout;
 pub mod status;
 /// Storage the live StatefulSet keeps (pure, in `kura-core`).
-pub use kura_core::storage;
-
 pub use crate::stores::{self, labelled};
 
 use std::sync::Arc;
@@ -35,12 +32,12 @@ use kube::runtime::controller::Action;
 
 use tracing::Instrument;
 
-use self::apply::Failure;
-use self::plan::SETTLE;
-use crate::api::KuraInstance;
 use crate::context::Context;
 use crate::reconcile::decide::{Inputs, Mode, decide};
-use crate::render::hash::short;
+use kura_core::api::KuraInstance;
+use kura_core::outcome::Failure;
+use kura_core::plan::SETTLE;
+use kura_core::render::hash::short;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -67,8 +64,8 @@ impl Error {
     pub fn label(&self) -> &'static str {
         match self {
             Error::Transient { failure, .. } => match failure.stage {
-                apply::Stage::Apply => "transient",
-                apply::Stage::Prune => "prune",
+                kura_core::outcome::Stage::Apply => "transient",
+                kura_core::outcome::Stage::Prune => "prune",
             },
             Error::Status { .. } => "status",
             Error::Unnamed => "unnamed",
@@ -181,7 +178,7 @@ pub async fn reconcile(
         pass.write(&new_status, &outcome).await?;
         pass.after(&new_status, &outcome);
         Ok(Action::requeue(match activation {
-            Some(probe::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
+            Some(kura_core::outcome::Activation::Waiting { .. }) => requeue.min(ACTIVATION_RECHECK),
             _ => requeue,
         }))
     }
@@ -191,14 +188,16 @@ pub async fn reconcile(
 
 /// Whether this pass carries a fleet rollout: the operator's change (its
 /// configuration or release), still to be applied or waiting for the budget.
-fn rolling_out(decision: &decide::Decision, origin: crate::api::Origin) -> bool {
+fn rolling_out(decision: &decide::Decision, origin: kura_core::api::Origin) -> bool {
     let decide::Verdict::Valid(valid) = &decision.verdict else {
         return false;
     };
-    origin == crate::api::Origin::Operator
+    origin == kura_core::api::Origin::Operator
         && matches!(
             valid.plan,
-            plan::Plan::Apply { .. } | plan::Plan::Admit | plan::Plan::Held(_)
+            kura_core::plan::Plan::Apply { .. }
+                | kura_core::plan::Plan::Admit
+                | kura_core::plan::Plan::Held(_)
         )
 }
 
@@ -206,7 +205,7 @@ fn rolling_out(decision: &decide::Decision, origin: crate::api::Origin) -> bool 
 fn decide_now(
     ctx: &Context,
     instance: &KuraInstance,
-    config: &crate::config::OperatorConfig,
+    config: &kura_core::config::OperatorConfig,
     recall: &crate::memory::Recall,
     now: Timestamp,
 ) -> decide::Decision {

@@ -1,20 +1,20 @@
 //! `observe`: read what `plan` and `probe` need from the reflector caches.
 
-pub use crate::fields::{applied_by, fingerprint, owned_fields, owned_fields_by, rivals};
+use kura_core::fields::{applied_by, owned_fields_by, rivals};
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::plan::{LiveChild, Observed, Owner};
 use super::stores::Stores;
-use crate::api::{InventoryEntry, KuraInstance, KuraInstanceStatus};
-use crate::keys::{
+use kura_core::api::{InventoryEntry, KuraInstance, KuraInstanceStatus};
+use kura_core::keys::{
     ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION,
     FIELD_MANAGER, KURA_CONTAINER, LABEL_GATEWAY, LABEL_MANAGED_BY, MANAGED_BY_VALUE,
 };
-use crate::kind::ChildKind;
-use crate::render::{Desired, Manifest, ObjectId};
+use kura_core::kind::ChildKind;
+use kura_core::plan::{LiveChild, Observed, Owner};
+use kura_core::render::{Desired, Manifest, ObjectId};
 
 /// `status`: the status to decide from (the cache's, or a fresher one this
 /// process wrote; see `memory::Memory::recall`).
@@ -70,11 +70,11 @@ pub fn observe(
     });
     let running_image = workload
         .as_deref()
-        .and_then(crate::cached_sts::image)
+        .and_then(kura_core::cached_sts::image)
         .map(str::to_string);
     let running_pod_template_hash = workload
         .as_deref()
-        .and_then(crate::cached_sts::pod_template_hash)
+        .and_then(kura_core::cached_sts::pod_template_hash)
         .map(str::to_string);
     let image_managers = match (&workload, &running_image) {
         (Some(sts), Some(image)) => image_managers(&sts.metadata, image),
@@ -89,7 +89,7 @@ pub fn observe(
             .and_then(|a| a.get(ANNOTATION_REAPPLY_AT))
             .cloned(),
         paused: instance.spec.paused,
-        spec_hash: Some(crate::render::hash::spec_hash(&instance.spec)),
+        spec_hash: Some(kura_core::render::hash::spec_hash(&instance.spec)),
         status,
         children,
         terminating,
@@ -109,7 +109,7 @@ pub fn observe(
 /// the inventory, the retry and take-back counts. The next status write
 /// replaces them with the operator's own.
 pub fn forget_records_of_others(status: &mut KuraInstanceStatus, meta: &ObjectMeta) {
-    let others = crate::status_trust::foreign_status_fields(meta);
+    let others = kura_core::status_trust::foreign_status_fields(meta);
     if others.contains("rollout") {
         status.rollout = None;
     }

@@ -8,10 +8,10 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use super::stores::Stores;
-use crate::keys::ANNOTATION_REVISION;
-use crate::kind::ChildKind;
-use crate::render::Desired;
-use crate::render::hash::short;
+use kura_core::keys::ANNOTATION_REVISION;
+use kura_core::kind::ChildKind;
+use kura_core::render::Desired;
+use kura_core::render::hash::short;
 
 /// One reason for the whole way from an apply to available pods. Its message
 /// names the step: the StatefulSet taking the revision, then its pods. A new
@@ -19,9 +19,7 @@ use crate::render::hash::short;
 /// becoming "1/3 …") at most every `status::MESSAGE_REFRESH`.
 const PROGRESSING: &str = "WorkloadProgressing";
 
-pub use kura_core::outcome::{
-    Activation, ENDPOINT_CHECKING, ENDPOINT_NOT_ANSWERING, INGRESS_NO_ADDRESS,
-};
+use kura_core::outcome::{Activation, INGRESS_NO_ADDRESS};
 
 /// The workload of an instance whose change waits for the rollout budget:
 /// `None` while it serves (its last report stands), otherwise why not, from
@@ -38,10 +36,10 @@ pub fn held(desired: &Desired, stores: &Stores) -> Option<Activation> {
             message: format!("StatefulSet {} does not exist", id.name),
         });
     };
-    if crate::cached_sts::serving(&sts) {
+    if kura_core::cached_sts::serving(&sts) {
         return None;
     }
-    let (want, available) = crate::cached_sts::replicas(&sts);
+    let (want, available) = kura_core::cached_sts::replicas(&sts);
     Some(Activation::Waiting {
         reason: "WorkloadUnavailable",
         message: format!(
@@ -218,18 +216,18 @@ mod tests {
     use serde_json::json;
 
     use super::{Activation, activation};
-    use crate::render::{Desired, Manifest};
+    use kura_core::render::{Desired, Manifest};
 
     /// A desired StatefulSet stamped `stamp` (its content hash, as rendered).
     fn desired(stamp: &str) -> Desired {
-        let sts = Manifest::bare(crate::kind::ChildKind::StatefulSet, "ns", "a");
+        let sts = Manifest::bare(kura_core::kind::ChildKind::StatefulSet, "ns", "a");
         let mut d = Desired::from_objects(vec![sts], "pod".into(), "k:2".into());
         d.objects[0]
             .manifest
             .metadata
             .annotations
             .get_or_insert_default()
-            .insert(crate::keys::ANNOTATION_REVISION, stamp.into());
+            .insert(kura_core::keys::ANNOTATION_REVISION, stamp.into());
         d
     }
 
@@ -295,7 +293,7 @@ mod tests {
             .collect();
         let masked: Vec<String> = messages
             .iter()
-            .map(|m| crate::reconcile::status::without_counts(m))
+            .map(|m| kura_core::status::without_counts(m))
             .collect();
         assert!(masked.iter().all(|m| m == &masked[0]), "{messages:?}");
         // Until its controller takes the revision, none is updated to it,

@@ -16,18 +16,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
-use super::apply::{Failure, Stage, dynamic_api};
+use super::apply::dynamic_api;
 use super::observe::owner;
-use super::plan::Owner;
 use super::stores::Stores;
-use crate::api::KuraInstance;
-use crate::config::OperatorConfig;
-use crate::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
-use crate::kind::ChildKind;
-use crate::render::ObjectId;
-use crate::validate::resolve_gateway;
+use kura_core::api::KuraInstance;
+use kura_core::config::OperatorConfig;
+use kura_core::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use kura_core::kind::ChildKind;
+use kura_core::outcome::Failure;
+use kura_core::outcome::Stage;
+use kura_core::plan::Owner;
+use kura_core::render::ObjectId;
+use kura_core::validate::resolve_gateway;
 
-pub use kura_core::outcome::PruneOutcome;
+use kura_core::outcome::PruneOutcome;
 
 /// Who still uses the gateway `gateway` (serving class `class`) of `namespace`,
 /// besides the instance `except`: an instance of the namespace that desires it,
@@ -189,7 +191,7 @@ async fn prune_one(
             .list(&ListParams::default())
             .await
             .map_err(|e| fail("list instances for", &e))?;
-        let class = crate::names::gateway_ingress_class(&ns, &id.name);
+        let class = kura_core::names::gateway_ingress_class(&ns, &id.name);
         let on_class = ingress_classes(client, &ns, instance.name)
             .await
             .map_err(|e| fail("list ingresses for", &e))?;

@@ -8,16 +8,20 @@ use jiff::Timestamp;
 use kube::Api;
 use tracing::Instrument;
 
-use super::apply::{Failure, Stage};
-use super::probe::{self, Activation};
-use super::status::{self, Outcome, StatusInputs};
+use super::probe::{self};
+use super::status;
 use super::{Error, budget, endpoint_check, events};
-use crate::api::{KuraInstance, KuraInstanceStatus, RolloutState};
-use crate::config::OperatorConfig;
 use crate::context::Context;
 use crate::memory::Recall;
 use crate::reconcile::decide::Decision;
-use crate::rollout::Admission;
+use kura_core::api::{KuraInstance, KuraInstanceStatus, RolloutState};
+use kura_core::config::OperatorConfig;
+use kura_core::outcome::Activation;
+use kura_core::outcome::Failure;
+use kura_core::outcome::Outcome;
+use kura_core::outcome::Stage;
+use kura_core::rollout::Admission;
+use kura_core::status::StatusInputs;
 
 /// One pass for one instance, as the report steps read it.
 pub struct Pass<'a> {
@@ -42,7 +46,7 @@ impl Pass<'_> {
         let asker = endpoint_check::Asker {
             ctx: self.ctx,
             instance: self.instance,
-            was_ready: self.decision.observed.status.phase == Some(crate::api::Phase::Ready),
+            was_ready: self.decision.observed.status.phase == Some(kura_core::api::Phase::Ready),
             refresh: crate::memory::Refresh {
                 answered: self.ctx.resync,
                 not_answered: super::ACTIVATION_RECHECK.min(self.ctx.resync),
@@ -66,7 +70,7 @@ impl Pass<'_> {
             Outcome::Converged => Some(probe::probe(
                 desired,
                 stores,
-                self.decision.observed.status.phase != Some(crate::api::Phase::Ready),
+                self.decision.observed.status.phase != Some(kura_core::api::Phase::Ready),
             )),
             _ => None,
         }
@@ -76,14 +80,14 @@ impl Pass<'_> {
     pub fn status(&self, outcome: &Outcome, activation: Option<&Activation>) -> KuraInstanceStatus {
         let decision = self.decision;
         let observed = &decision.observed;
-        let mut status = status::compute(&StatusInputs {
+        let mut status = kura_core::status::compute(&StatusInputs {
             observed,
             desired: decision.desired(),
             gateway: decision.gateway(),
             outcome,
             activation,
             pending_storage: decision.pending_storage.as_ref(),
-            rollout: status::RolloutInputs {
+            rollout: kura_core::status::RolloutInputs {
                 origin: budget::origin(observed),
                 fleet_revision: &self.config.fleet_revision(),
                 deadline: self.config.rollout.deadline(),
@@ -132,7 +136,7 @@ impl Pass<'_> {
         // Ignored entries are still in the live status: the write removes them.
         if !observed.ignored_inventory.is_empty()
             || ctx.refreshes.allows(
-                status::worth(
+                kura_core::status::worth(
                     &observed.status,
                     new_status,
                     self.recall.since_status_written,
@@ -161,7 +165,7 @@ impl Pass<'_> {
                     });
                 }
             }
-            tracing::debug!(changed = ?status::changes(&observed.status, new_status), "status written");
+            tracing::debug!(changed = ?kura_core::status::changes(&observed.status, new_status), "status written");
         }
         events::publish(ctx, instance, events);
         Ok(())

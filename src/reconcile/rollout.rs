@@ -16,14 +16,14 @@ use jiff::Timestamp;
 use tracing::Instrument;
 
 use super::apply::{self, For};
-use super::plan::{ApplyOp, ApplyReason, Observed, failures_for};
 use super::prune::{self, PruneFor};
-use super::status::Outcome;
 use super::{ACTIVATION_RECHECK, Error};
-use crate::api::{InventoryEntry, KuraInstance};
 use crate::context::Context;
-use crate::memory::TransientStreak;
-use crate::render::{Desired, ObjectId};
+use kura_core::api::{InventoryEntry, KuraInstance};
+use kura_core::outcome::Outcome;
+use kura_core::outcome::TransientStreak;
+use kura_core::plan::{ApplyOp, ApplyReason, Observed, failures_for};
+use kura_core::render::{Desired, ObjectId};
 
 pub struct Steps<'a> {
     pub reasons: Vec<ApplyReason>,
@@ -33,7 +33,7 @@ pub struct Steps<'a> {
     pub key: &'a str,
     /// The revision waits for the rollout budget (only what restarts no pod
     /// is among `apply`).
-    pub held: Option<crate::rollout::Admission>,
+    pub held: Option<kura_core::rollout::Admission>,
 }
 
 pub async fn rollout(
@@ -76,7 +76,7 @@ pub async fn rollout(
         }
         Err(failure) => {
             let delay = match failure.class {
-                apply::FailureClass::NameConflict => ctx.policy.stall_window(),
+                kura_core::outcome::FailureClass::NameConflict => ctx.policy.stall_window(),
                 _ => budgeted_delay(ctx, observed, key),
             };
             let outcome = Outcome::ApplyFailed {
@@ -126,7 +126,7 @@ fn quiet_or_report(
     ctx: &Context,
     instance: &KuraInstance,
     key: &str,
-    failure: &apply::Failure,
+    failure: &kura_core::outcome::Failure,
     now: Timestamp,
 ) -> Result<TransientStreak, Error> {
     let streak = ctx.memory.transient_failure(instance, key, now);
@@ -142,7 +142,7 @@ fn quiet_or_report(
 fn transient_delay(ctx: &Context, instance: &KuraInstance, streak: &TransientStreak) -> Duration {
     ctx.policy.transient_backoff(
         streak.failures,
-        crate::time::jitter(instance, streak.failures),
+        kura_core::time::jitter(instance, streak.failures),
     )
 }
 
@@ -169,7 +169,7 @@ fn inventory_after(
             .iter()
             .find(|e| ObjectId::from_inventory(e).as_ref() == Some(id))
     };
-    let mut inventory = super::plan::drift::inventory_after(
+    let mut inventory = kura_core::plan::drift::inventory_after(
         &desired.objects,
         &observed.children,
         &observed.status.inventory,

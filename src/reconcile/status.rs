@@ -7,11 +7,9 @@
 #![allow(clippy::disallowed_methods)]
 
 use kube::api::{Api, Patch, PatchParams};
-pub use kura_core::outcome::Outcome;
-pub use kura_core::status::*;
 
-use crate::api::{KuraInstance, KuraInstanceStatus};
-use crate::keys::FIELD_MANAGER;
+use kura_core::api::{KuraInstance, KuraInstanceStatus};
+use kura_core::keys::FIELD_MANAGER;
 
 /// Returns the resourceVersion the instance has after the write.
 pub async fn write(
@@ -137,10 +135,10 @@ mod tests {
     /// Outcomes are counted by `Metrics::record` (here, beside `Outcome`).
     #[test]
     fn outcomes_reasons_and_pruned_objects_are_counted() {
-        use super::Outcome;
         use crate::metrics::{Metrics, tests::value};
-        use crate::reconcile::plan::ApplyReason;
-        use crate::reconcile::prune::PruneOutcome;
+        use kura_core::outcome::Outcome;
+        use kura_core::outcome::PruneOutcome;
+        use kura_core::plan::ApplyReason;
 
         let m = Metrics::default();
         m.record(
@@ -181,13 +179,13 @@ mod tests {
     fn a_status_write_names_every_field_it_lacks_as_null() {
         let status = KuraInstanceStatus {
             phase: Some(Phase::Ready),
-            gateway: Some(crate::api::GatewayStatus {
+            gateway: Some(kura_core::api::GatewayStatus {
                 ingress_class_name: "shared".into(),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        let patch = super::whole_status::<crate::api::KuraInstance>(&status);
+        let patch = super::whole_status::<kura_core::api::KuraInstance>(&status);
         assert_eq!(patch["phase"], "Ready");
         assert!(patch["conflict"].is_null() && patch.get("conflict").is_some());
         assert!(patch["rollout"].is_null() && patch.get("rollout").is_some());
@@ -200,9 +198,9 @@ mod tests {
         assert_eq!(patch["gateway"]["ingressClassName"], "shared");
     }
 
-    use super::{MESSAGE_REFRESH, worth_writing};
-    use crate::api::conditions::READY;
-    use crate::api::{Condition, ConditionStatus, KuraInstanceStatus, Phase};
+    use kura_core::api::conditions::READY;
+    use kura_core::api::{Condition, ConditionStatus, KuraInstanceStatus, Phase};
+    use kura_core::status::{MESSAGE_REFRESH, worth_writing};
 
     fn waiting(reason: &str, message: &str) -> KuraInstanceStatus {
         KuraInstanceStatus {
@@ -230,7 +228,7 @@ mod tests {
         assert!(!worth_writing(&prev, &prev.clone(), None));
         // Once due, counts alone are a refresh, which the fleet rations
         // (`RefreshBudget`); not since this process started, the same.
-        use super::{Worth, worth};
+        use kura_core::status::{Worth, worth};
         assert_eq!(worth(&prev, &next, just_now), Worth::Nothing);
         assert_eq!(worth(&prev, &next, Some(MESSAGE_REFRESH)), Worth::Refresh);
         assert_eq!(worth(&prev, &next, None), Worth::Refresh);
@@ -277,7 +275,7 @@ mod tests {
 
     #[test]
     fn counts_are_masked_and_nothing_else() {
-        use super::without_counts;
+        use kura_core::status::without_counts;
         assert_eq!(
             without_counts("a: 10/3 up, 3/3 updated to k:1/2 v2/3 r12 @1/"),
             "a: #/# up, #/# updated to k:1/2 v2/3 r12 @1/"

@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use super::Gate;
 use super::view::{Names, Seen, other_counts, view_of};
-use crate::keys::{LABEL_SHARD_COUNT, LABEL_SHARDS_OF};
 use crate::leader::{self, LeaderState, LeaseSettings};
+use kura_core::keys::{LABEL_SHARD_COUNT, LABEL_SHARDS_OF};
 
 /// Campaigns for this replica's shards until `release` resolves, keeping
 /// `gate` in step and `leader` saying whether it holds any shard (the
@@ -170,7 +170,7 @@ async fn plan_loop(
         // it, two replicas would act for one namespace. Nothing is wanted
         // until every live replica has this count.
         let wanted = if others.is_empty() {
-            crate::shard::plan(&view, &base.identity)
+            kura_core::shard::plan(&view, &base.identity)
         } else {
             Default::default()
         };

@@ -31,11 +31,11 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::metrics::counter::Counter;
 
-use crate::api::KuraInstance;
-use crate::claims::Conflict;
-use crate::keys::LABEL_SHARDS_OF;
 use crate::metrics::{LedgerLabel, Metrics};
-use crate::shard::ledger::{self, DATA_KEY, Entry, HostReservation, Seen};
+use kura_core::api::KuraInstance;
+use kura_core::claims::Conflict;
+use kura_core::keys::LABEL_SHARDS_OF;
+use kura_core::shard::ledger::{self, DATA_KEY, Entry, HostReservation, Seen};
 
 /// How often a reservation refused by a concurrent write is decided again
 /// before the reconcile gives up and is retried.

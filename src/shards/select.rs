@@ -33,7 +33,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use super::Gate;
-use crate::shard::Shards;
+use kura_core::shard::Shards;
 
 /// `--shard-filter`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

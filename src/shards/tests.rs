@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use super::Gate;
 use super::view::{Names, Seen, view_of};
 use crate::leader::LeaderState;
-use crate::shard::Shards;
+use kura_core::shard::Shards;
 
 fn gate(n: u32) -> Gate {
     Gate::new(Shards::new(n).unwrap())

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use crate::shard::View;
+use kura_core::shard::View;
 
 /// The Lease names of one fleet.
 #[derive(Clone, Debug)]
@@ -120,7 +120,7 @@ pub fn other_counts(
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(crate::keys::LABEL_SHARD_COUNT))
+            .and_then(|l| l.get(kura_core::keys::LABEL_SHARD_COUNT))
             .and_then(|c| c.parse::<u32>().ok());
         let Some(count) = count.filter(|c| *c != shards) else {
             continue;

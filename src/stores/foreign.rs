@@ -17,9 +17,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use kube::runtime::watcher;
 
-use crate::keys::ANNOTATION_ADOPT;
-use crate::kind::ChildKind;
-use crate::render::ObjectId;
+use kura_core::keys::ANNOTATION_ADOPT;
+use kura_core::kind::ChildKind;
+use kura_core::render::ObjectId;
 
 /// What decides whose an unlabelled object is (`observe::owner`).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -14,9 +14,9 @@ use kube::runtime::watcher;
 
 use super::cached::CachedObject;
 
-use crate::keys::LABEL_INSTANCE;
-use crate::kind::ChildKind;
-use crate::render::ObjectId;
+use kura_core::keys::LABEL_INSTANCE;
+use kura_core::kind::ChildKind;
+use kura_core::render::ObjectId;
 
 /// (namespace, the instance the label names).
 type Owner = (String, String);
@@ -146,7 +146,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::Labelled;
-    use crate::kind::ChildKind;
+    use kura_core::kind::ChildKind;
 
     fn config_map(name: &str, instance: Option<&str>) -> ConfigMap {
         let mut cm = ConfigMap::default();

@@ -19,13 +19,13 @@ use serde_json::{Value, json};
 
 use crate::hostile::{Corpus, corpus};
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance, ResourceAmounts};
-use kura_operator::config::OperatorConfig;
-use kura_operator::kind::ChildKind;
+use kura_core::api::{KuraGateway, KuraInstance, ResourceAmounts};
+use kura_core::config::OperatorConfig;
+use kura_core::kind::ChildKind;
+use kura_core::render::gateway::render_gateway;
+use kura_core::render::{Desired, ObjectId, render};
+use kura_core::validate::{ValidatedInstance, validate};
 use kura_operator::reconcile::apply::dynamic_api;
-use kura_operator::render::gateway::render_gateway;
-use kura_operator::render::{Desired, ObjectId, render};
-use kura_operator::validate::{ValidatedInstance, validate};
 
 /// Generated specs that must pass validation, beyond the corpus's valid cases.
 const GENERATED_VALID: usize = 300;
@@ -335,7 +335,7 @@ async fn what_validation_rejects_for_the_configuration_the_apiserver_rejects_or_
     // A NUL in an env value passes the apiserver, but a process environment cannot
     // carry it (each entry ends at NUL): the container would never start.
     let mut nul = base.clone();
-    nul.env = vec![kura_operator::api::EnvVar {
+    nul.env = vec![kura_core::api::EnvVar {
         name: "NUL".into(),
         value: Some("a\0b".into()),
         secret_key_ref: None,

@@ -4,7 +4,7 @@
 //! the mistake in `kubectl apply` instead of in an Event later.
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 use serde_json::{Value, json};
 
 use crate::support::*;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::operator::{instance, ready_instance, scenario, wait_ready};
 use crate::support::*;
-use kura_operator::api::ConditionStatus;
+use kura_core::api::ConditionStatus;
 
 const T: Duration = Duration::from_secs(60);
 

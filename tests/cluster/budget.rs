@@ -16,7 +16,7 @@ use crate::operator::{
     Operator, Options, config, converged_count, create_fleet, instance, shared_class,
 };
 use crate::support::*;
-use kura_operator::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
+use kura_core::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
 
 const N: usize = 30;
 const T: Duration = Duration::from_secs(300);
@@ -94,10 +94,7 @@ impl Sampler {
     }
 }
 
-fn condition<'a>(
-    s: &'a KuraInstanceStatus,
-    type_: &str,
-) -> Option<&'a kura_operator::api::Condition> {
+fn condition<'a>(s: &'a KuraInstanceStatus, type_: &str) -> Option<&'a kura_core::api::Condition> {
     s.conditions
         .iter()
         .find(|c| c.type_ == type_ && c.status == ConditionStatus::True)

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, shared_class};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
+use kura_core::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
 
 const T: Duration = Duration::from_secs(180);
 
@@ -308,11 +308,9 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
     );
     let all = statuses(&f.instances).await;
     assert!(
-        all.values().all(|(_, s)| !s
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "RolloutFailed"
-                && c.status == kura_operator::api::ConditionStatus::True)),
+        all.values().all(|(_, s)| !s.conditions.iter().any(
+            |c| c.type_ == "RolloutFailed" && c.status == kura_core::api::ConditionStatus::True
+        )),
         "no rollout failed: {all:?}"
     );
     let _ = f.classes.delete(&unserved, &Default::default()).await;
@@ -372,9 +370,7 @@ async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready
         let s = f.instances.get("b01").await.ok()?.status?;
         s.conditions
             .iter()
-            .any(|c| {
-                c.type_ == "RolloutHeld" && c.status == kura_operator::api::ConditionStatus::True
-            })
+            .any(|c| c.type_ == "RolloutHeld" && c.status == kura_core::api::ConditionStatus::True)
             .then_some(())
     })
     .await;
@@ -392,7 +388,7 @@ async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready
         let ready = s
             .conditions
             .iter()
-            .any(|c| c.type_ == "Ready" && c.status == kura_operator::api::ConditionStatus::True);
+            .any(|c| c.type_ == "Ready" && c.status == kura_core::api::ConditionStatus::True);
         (replicas == 1 && !ready).then_some(())
     })
     .await;

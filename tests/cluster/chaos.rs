@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, shared_class};
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance, Phase};
+use kura_core::api::{KuraGateway, KuraInstance, Phase};
 
 const FLEET: usize = 50;
 const KILLS: usize = 20;

@@ -250,7 +250,7 @@ async fn a_new_image_in_the_spec_is_no_conflict() {
         || async {
             let s = instances.get("acme").await.ok()?.status?;
             (s.applied_image.as_deref() == Some("registry.example/kura:2.0.0")
-                && s.phase == Some(kura_operator::api::Phase::Ready))
+                && s.phase == Some(kura_core::api::Phase::Ready))
             .then_some(s)
         },
     )

@@ -13,8 +13,8 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, wait_ready};
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance};
-use kura_operator::names;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::names;
 
 const T: Duration = Duration::from_secs(60);
 

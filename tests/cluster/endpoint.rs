@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::api::Api;
-use kura_operator::api::{Condition, ConditionStatus, KuraInstance};
+use kura_core::api::{Condition, ConditionStatus, KuraInstance};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::admission_fakes;
 use crate::operator::{instance, ready_instance, ready_instance_with, scenario, wait_ready};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, KuraInstanceStatus};
+use kura_core::api::{KuraInstance, KuraInstanceStatus};
 
 const T: Duration = Duration::from_secs(90);
 

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, instance};
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance, Phase};
+use kura_core::api::{KuraGateway, KuraInstance, Phase};
 
 const IMAGE: &str = "registry.example/kura:1.0.0";
 

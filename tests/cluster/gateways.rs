@@ -21,7 +21,7 @@ use kube::{Client, Resource};
 use serde_json::json;
 
 use crate::support::{PrivatePlane, wait_for};
-use kura_operator::api::{Condition, KuraGateway};
+use kura_core::api::{Condition, KuraGateway};
 
 /// The IngressClass controller kura-sim serves (it plays the ingress
 /// controller a real gateway would run, and gives Ingresses an address).

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, shared_class, wait_ready};
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance};
+use kura_core::api::{KuraGateway, KuraInstance};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -90,7 +90,7 @@ async fn rollouts_never_delete_what_they_should_not() {
     .await
     .unwrap();
     wait_for("a1 to be Paused", T, || async {
-        (instances.get("a1").await.ok()?.status?.phase == Some(kura_operator::api::Phase::Paused))
+        (instances.get("a1").await.ok()?.status?.phase == Some(kura_core::api::Phase::Paused))
             .then_some(())
     })
     .await;

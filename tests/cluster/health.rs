@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::operator::{Operator, config, instance, shared_class};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 /// hack/kstatus, built once per test binary (Go's cache makes it quick).
 fn kstatus_bin() -> PathBuf {

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
 use crate::support::*;
-use kura_operator::api::{ConditionStatus, KuraInstance, Phase};
+use kura_core::api::{ConditionStatus, KuraInstance, Phase};
 
 const T: Duration = Duration::from_secs(90);
 

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::operator::{ready_instance, wait_ready};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(90);
 
@@ -65,7 +65,7 @@ async fn a_status_record_written_by_another_manager_cannot_make_the_status_write
             let st = i.status.clone()?;
             (st.observed_generation == i.metadata.generation
                 && st.applied_image.as_deref() == Some("registry.example/kura:1.0.1")
-                && st.phase == Some(kura_operator::api::Phase::Ready))
+                && st.phase == Some(kura_core::api::Phase::Ready))
             .then_some(st)
         },
     )
@@ -201,7 +201,7 @@ async fn a_failing_status_write_is_an_event_and_a_metric_and_is_retried() {
     wait_for("status to catch up once writes go through", T, || async {
         let st = s.instances.get("acme").await.ok()?.status?;
         (st.applied_image.as_deref() == Some("registry.example/kura:1.0.3")
-            && st.phase == Some(kura_operator::api::Phase::Ready))
+            && st.phase == Some(kura_core::api::Phase::Ready))
         .then_some(())
     })
     .await;

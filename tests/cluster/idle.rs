@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams};
 
 use crate::operator::{Operator, config, create_fleet, shared_class};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 const FLEET: usize = 50;
 

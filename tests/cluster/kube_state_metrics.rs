@@ -42,7 +42,7 @@ use expected::expected;
 use exporter::{KubeStateMetrics, Sample, Scrape};
 use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kura_operator::api::{KuraGateway, KuraInstance, Phase};
+use kura_core::api::{KuraGateway, KuraInstance, Phase};
 
 const T: Duration = Duration::from_secs(180);
 

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kura_operator::claims::{Conflict, HostClaim};
-use kura_operator::shard::ledger::{self, DATA_KEY, Entry, HostReservation, Seen};
+use kura_core::claims::{Conflict, HostClaim};
+use kura_core::shard::ledger::{self, DATA_KEY, Entry, HostReservation, Seen};
 use kura_operator::shards::ledger::{Ledger, Ledgers};
 
 use crate::support::*;

@@ -12,12 +12,12 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, converged_count, create_fleet, instance, shared_class};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
-use kura_operator::config::OperatorConfig;
-use kura_operator::keys::{ANNOTATION_REVISION, FIELD_MANAGER};
+use kura_core::api::KuraInstance;
+use kura_core::config::OperatorConfig;
+use kura_core::keys::{ANNOTATION_REVISION, FIELD_MANAGER};
+use kura_core::render::{ObjectId, render};
+use kura_core::validate::validate;
 use kura_operator::reconcile::apply::dynamic_api;
-use kura_operator::render::{ObjectId, render};
-use kura_operator::validate::validate;
 
 const T: Duration = Duration::from_secs(90);
 
@@ -47,7 +47,7 @@ async fn versions(
         let id = ObjectId::from_inventory(entry).unwrap();
         let object: DynamicObject = dynamic_api(&ns.client, &id).get(&id.name).await.unwrap();
         let version = match id.kind {
-            kura_operator::kind::ChildKind::PodDisruptionBudget => {
+            kura_core::kind::ChildKind::PodDisruptionBudget => {
                 format!("generation {:?}", object.metadata.generation)
             }
             _ => object.metadata.resource_version.unwrap(),
@@ -60,7 +60,7 @@ async fn versions(
 async fn wait_applied(instances: &Api<KuraInstance>, name: &str, not: &str) -> String {
     wait_for("the new revision to be applied and Ready", T, || async {
         let s = instances.get(name).await.ok()?.status?;
-        let ready = s.phase == Some(kura_operator::api::Phase::Ready);
+        let ready = s.phase == Some(kura_core::api::Phase::Ready);
         let applied = s.applied_revision?;
         (ready && applied != not && Some(&applied) == s.desired_revision.as_ref())
             .then_some(applied)

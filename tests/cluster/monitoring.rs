@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::operator::{Operator, Options, config, free_port, instance, shared_class};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const ALERTS: &str = "charts/kura-operator/files/alerts.yaml";
 const ALERT_TESTS: &str = "hack/monitoring/alerts_test.yaml";

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::operator::{NO_ENDPOINT_CHECK, Operator, config, shared_class, wait_ready};
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance, KuraInstanceStatus, Phase};
+use kura_core::api::{KuraGateway, KuraInstance, KuraInstanceStatus, Phase};
 
 /// Long enough for a fresh instance with a dedicated gateway, short enough that a
 /// stalled one fails the test quickly.

@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, wait_ready};

@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::support::{TestNamespace, kubeconfig_path, wait_for};
-use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase};
+use kura_core::api::{KuraInstance, KuraInstanceStatus, Phase};
 
 pub struct Operator {
     child: Option<Child>,
@@ -480,7 +480,7 @@ pub async fn converged_count(instances: &Api<KuraInstance>, not: Option<&str>) -
         .iter()
         .filter(|i| {
             i.status.as_ref().is_some_and(|s| {
-                s.phase == Some(kura_operator::api::Phase::Ready)
+                s.phase == Some(kura_core::api::Phase::Ready)
                     && s.applied_revision == s.desired_revision
                     && not.is_none_or(|old| s.applied_revision.as_deref() != Some(old))
             })

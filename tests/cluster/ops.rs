@@ -66,9 +66,9 @@ pub fn scratch_dir(ns: &str) -> PathBuf {
 /// Creates the instance `acme` (image `registry.example/kura:1.0.0`) and
 /// waits until it is applied; returns its status.
 pub async fn create_acme(
-    instances: &kube::Api<kura_operator::api::KuraInstance>,
+    instances: &kube::Api<kura_core::api::KuraInstance>,
     timeout: Duration,
-) -> kura_operator::api::KuraInstanceStatus {
+) -> kura_core::api::KuraInstanceStatus {
     apply_json(
         instances,
         "test",
@@ -82,11 +82,11 @@ pub async fn create_acme(
 /// Waits for an instance's applied revision to equal its desired one and to
 /// differ from `not`; returns the status.
 pub async fn wait_applied(
-    instances: &kube::Api<kura_operator::api::KuraInstance>,
+    instances: &kube::Api<kura_core::api::KuraInstance>,
     name: &str,
     not: Option<&str>,
     timeout: Duration,
-) -> kura_operator::api::KuraInstanceStatus {
+) -> kura_core::api::KuraInstanceStatus {
     wait_for(
         &format!("{name} to be applied (revision other than {not:?})"),
         timeout,

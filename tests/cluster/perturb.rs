@@ -55,7 +55,7 @@ use crate::preview_truth::{
     CLASSES, Writes, audited_writes, nothing_to_change, predicted, written,
 };
 use crate::support::{PrivatePlane, wait_for};
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 /// Short, so that a stall past it takes seconds: a holder stops writing
 /// 3.9 s after its last renewal, a standby takes over after 6 s.

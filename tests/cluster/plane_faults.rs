@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, Options, config, converged_count, create_fleet};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const FLEET: usize = 50;
 const T: Duration = Duration::from_secs(180);

@@ -36,8 +36,8 @@ use serde_json::{Value, json};
 
 use crate::operator::{NO_ENDPOINT_CHECK, Operator, Options};
 use crate::support::{PrivatePlane, wait_for};
-use kura_operator::keys::GATEWAY_FIELD_MANAGER;
-use kura_operator::kind::ChildKind;
+use kura_core::keys::GATEWAY_FIELD_MANAGER;
+use kura_core::kind::ChildKind;
 
 /// Per object (`Kind namespace/name`), the writes: `create`, `update`, `prune`.
 pub type Writes = BTreeMap<String, Vec<String>>;

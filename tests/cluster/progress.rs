@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, instance, shared_class};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 const T: Duration = Duration::from_secs(60);
 /// Well under the 30 s write throttle and the 15 s activation recheck: the
@@ -109,7 +109,7 @@ async fn message_follows_the_rollout(
 }
 
 /// Ready, with no wait for the throttle: a new phase is written at once.
-async fn ready_soon(instances: &Api<KuraInstance>) -> kura_operator::api::KuraInstanceStatus {
+async fn ready_soon(instances: &Api<KuraInstance>) -> kura_core::api::KuraInstanceStatus {
     wait_for("Ready after the pods are", NEWS, || async {
         let s = instances.get("acme").await.ok()?.status?;
         (s.phase == Some(Phase::Ready) && s.applied_revision == s.desired_revision).then_some(s)
@@ -199,7 +199,7 @@ async fn count_refreshes_are_rationed_across_the_fleet_and_none_is_lost() {
         body["spec"]["replicas"] = json!(2);
         apply_json(&instances, "test", body).await.unwrap();
     }
-    let message = |s: &kura_operator::api::KuraInstanceStatus| {
+    let message = |s: &kura_core::api::KuraInstanceStatus| {
         s.conditions
             .iter()
             .find(|c| c.type_ == "Ready")

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, instance, ready_instance, shared_class, wait_ready};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 #[tokio::test]
 async fn force_annotation_reapplies_and_is_acknowledged() {

@@ -11,7 +11,7 @@ use kube::api::Api;
 use crate::api_proxy::ApiProxy;
 use crate::operator::{Operator, Options, config, converged_count, create_fleet, shared_class};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const N: usize = 40;
 

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::admission_fakes;
 use crate::operator::{instance, scenario};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, RetryStatus};
+use kura_core::api::{KuraInstance, RetryStatus};
 
 async fn retry(instances: &Api<KuraInstance>) -> Option<RetryStatus> {
     instances.get("acme").await.ok()?.status?.retry

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::budget::{annotate, fleet_config};
 use crate::operator::{Operator, converged_count, create_fleet, shared_class};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 const N: usize = 6;
 const T: Duration = Duration::from_secs(180);

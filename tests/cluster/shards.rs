@@ -32,8 +32,8 @@ use crate::operator::{Operator, Options, instance};
 use crate::support::*;
 use futures::StreamExt;
 use kube::runtime::watcher;
-use kura_operator::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
-use kura_operator::shard::Shards;
+use kura_core::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
+use kura_core::shard::Shards;
 
 /// The chart's default.
 const LEASE: Duration = Duration::from_secs(15);

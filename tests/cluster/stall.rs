@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::*;
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 /// A ValidatingAdmissionPolicy (enforced by the apiserver itself) that rejects
 /// StatefulSets with more than 2 replicas in one namespace.
@@ -124,7 +124,7 @@ async fn rejected_apply_stalls_without_hot_loop_and_recovers_on_fix() {
         || async {
             let s = instances.get("acme").await.ok()?.status?;
             let c = s.conditions.iter().find(|c| {
-                c.type_ == "Stalled" && c.status == kura_operator::api::ConditionStatus::True
+                c.type_ == "Stalled" && c.status == kura_core::api::ConditionStatus::True
             })?;
             (s.phase == Some(Phase::Stalled)).then_some(c.message.clone())
         },

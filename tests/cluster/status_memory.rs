@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::admission_fakes;
 use crate::operator::{instance, scenario};
 use crate::support::*;
-use kura_operator::api::Phase;
+use kura_core::api::Phase;
 
 const T: Duration = Duration::from_secs(60);
 

@@ -11,7 +11,7 @@ use kube::api::Api;
 
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::*;
-use kura_operator::api::{ConditionStatus, KuraInstance};
+use kura_core::api::{ConditionStatus, KuraInstance};
 
 const T: Duration = Duration::from_secs(90);
 

@@ -19,7 +19,7 @@ use crate::chart::{ClusterScopedCleanup, kubectl_run};
 use crate::operator::{Operator, config, converged_count, create_fleet, shared_class};
 use crate::ops::{impersonating_kubeconfig, scratch_dir};
 use crate::support::*;
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const FLEET: usize = 30;
 /// Mutating requests per instance, 429s included, that a converging fleet may

@@ -17,7 +17,7 @@ use self::receiver::{Received, Receiver, attribute, hex};
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
 use k8s_openapi::api::networking::v1::IngressClass;
-use kura_operator::api::{KuraInstance, KuraInstanceStatus};
+use kura_core::api::{KuraInstance, KuraInstanceStatus};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -217,7 +217,7 @@ async fn a_fleet_rollout_links_its_instances_reconciles_to_one_trace() {
     // fleet rollout.
     let changed = config(&ns.name, "host", "example.com/none").replace("kura.test", "kura2.test");
     op.set_config(&changed);
-    let fleet_revision = kura_operator::config::OperatorConfig::parse(&changed)
+    let fleet_revision = kura_core::config::OperatorConfig::parse(&changed)
         .unwrap()
         .fleet_revision();
     let rollout = kura_operator::traces::rollout_context(&fleet_revision);

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 use serde_json::{Value, json};
 
 use crate::admission::{malformed_rejected, valid};

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, config, instance, shared_class};
 use crate::support::*;
-use kura_operator::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
+use kura_core::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
 
 const T: Duration = Duration::from_secs(240);
 const TZ: &str = "Asia/Kolkata"; // +05:30: a window's day and hour are local
@@ -615,7 +615,7 @@ async fn admission_and_the_operator_agree_on_every_time_and_duration() {
     let rollout = "  maxUnavailable: 1\n";
     let s = Setup::new("window-agree", rollout, vec![]).await;
     let config =
-        kura_operator::config::OperatorConfig::parse(&window_config(&s.ns.name, "256Mi", rollout))
+        kura_core::config::OperatorConfig::parse(&window_config(&s.ns.name, "256Mi", rollout))
             .unwrap();
     let paused = |until: &str| json!({"paused": true, "pause": {"by": "ops", "until": until}});
     let window = |start: &str, duration: &str| json!({"maintenanceWindow": {"start": start, "duration": duration, "timeZone": TZ}});
@@ -686,7 +686,7 @@ async fn admission_and_the_operator_agree_on_every_time_and_duration() {
         }
         let mut typed: KuraInstance = serde_json::from_value(i.clone()).unwrap();
         typed.metadata.namespace = Some(s.ns.name.clone());
-        let verdict = kura_operator::validate::validate(&typed, &config);
+        let verdict = kura_core::validate::validate(&typed, &config);
         match apply_json(&s.instances, "test", i).await {
             Ok(_) => {
                 assert!(

@@ -4,25 +4,29 @@
 use jiff::Timestamp;
 
 use super::*;
-use crate::api::conditions::{ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, find};
-use crate::api::{Condition, ConditionStatus, Phase, RetryStatus};
-use crate::reconcile::apply::{Failure, FailureClass, Stage};
 use crate::reconcile::events::events_for;
-use crate::reconcile::plan::fixtures::{converged, desired};
-use crate::reconcile::plan::{ApplyReason, Observed, RetryPolicy};
-use crate::reconcile::probe::Activation;
-use crate::reconcile::prune::PruneOutcome;
-use crate::render::Desired;
-use crate::render::ObjectId;
-use crate::validate::FieldError;
+use kura_core::api::conditions::{ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, find};
+use kura_core::api::{Condition, ConditionStatus, Phase, RetryStatus};
+use kura_core::outcome::Activation;
+use kura_core::outcome::Failure;
+use kura_core::outcome::FailureClass;
+use kura_core::outcome::Outcome;
+use kura_core::outcome::PruneOutcome;
+use kura_core::outcome::Stage;
+use kura_core::plan::fixtures::{converged, desired};
+use kura_core::plan::{ApplyReason, Observed, RetryPolicy};
+use kura_core::render::Desired;
+use kura_core::render::ObjectId;
+use kura_core::status::*;
+use kura_core::validate::FieldError;
 
 /// A user's change (generation moved), under operator revision "f".
 const ROLLOUT: RolloutInputs = RolloutInputs {
-    origin: crate::rollout::Origin::User,
+    origin: kura_core::rollout::Origin::User,
     fleet_revision: "f",
     deadline: std::time::Duration::from_secs(600),
     uncounted: false,
-    gate: &crate::window::Gate::Open,
+    gate: &kura_core::window::Gate::Open,
 };
 
 fn now() -> Timestamp {
@@ -153,7 +157,7 @@ fn an_apply_still_activating_says_what_it_waits_for() {
 #[test]
 fn a_refused_prune_keeps_the_revision_applied_and_the_object_inventoried_and_is_reported() {
     let left = ObjectId {
-        kind: crate::kind::ChildKind::Ingress,
+        kind: kura_core::kind::ChildKind::Ingress,
         namespace: Some("ns".into()),
         name: "a.1234abcd".into(),
     };
@@ -371,7 +375,8 @@ fn a_child_being_deleted_is_waited_for_reported_once_and_never_stalls() {
 
 #[test]
 fn invalid_paused_and_waiting_say_so_and_touch_nothing_else() {
-    let errors = crate::validate::ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
+    let errors =
+        kura_core::validate::ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
     let invalid = Outcome::Invalid(errors);
     let (prev, s) = after(&invalid, None, None);
     assert_eq!(s.phase, Some(Phase::Invalid));
@@ -465,7 +470,7 @@ fn after_operator(
         activation,
         pending_storage: None,
         rollout: RolloutInputs {
-            origin: crate::rollout::Origin::Operator,
+            origin: kura_core::rollout::Origin::Operator,
             ..ROLLOUT
         },
         pause: None,
@@ -479,7 +484,7 @@ fn an_instance_waits_for_the_budget_with_a_message_that_does_not_move() {
     let mut o = converged(&desired("r1", "img:1"), Phase::Ready);
     o.status.conditions = vec![Condition::new(READY, ConditionStatus::True, "Active", "")];
     let wait = |ahead| {
-        Outcome::Held(crate::rollout::Admission::Wait {
+        Outcome::Held(kura_core::rollout::Admission::Wait {
             ahead,
             in_flight: vec![],
             budget: 3,
@@ -487,13 +492,13 @@ fn an_instance_waits_for_the_budget_with_a_message_that_does_not_move() {
     };
     let first = after_operator(&o, &wait(7), None, now());
     let record = first.rollout.clone().unwrap();
-    assert_eq!(record.state, crate::api::RolloutState::Waiting);
+    assert_eq!(record.state, kura_core::api::RolloutState::Waiting);
     assert_eq!(
         ready(&first).0,
         ConditionStatus::True,
         "still Ready on the old revision"
     );
-    let held = find(&first.conditions, crate::api::conditions::ROLLOUT_HELD).unwrap();
+    let held = find(&first.conditions, kura_core::api::conditions::ROLLOUT_HELD).unwrap();
     assert_eq!(held.reason, "WaitingForBudget");
     // Later, further ahead in line: the same status, so nothing is written.
     o.status = first.clone();
@@ -511,7 +516,7 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
     let record = admitted.rollout.clone().unwrap();
     assert_eq!(
         (record.state, record.was_ready, record.revision.as_str()),
-        (crate::api::RolloutState::Admitted, true, "r2")
+        (kura_core::api::RolloutState::Admitted, true, "r2")
     );
     assert_eq!(
         admitted.applied_revision.as_deref(),
@@ -527,7 +532,10 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
     let went = after_operator(&o, &apply, Some(&progressing), now());
     assert_eq!(went.rollout, Some(record.clone()));
     assert_eq!(went.applied_generation, Some(3));
-    assert_eq!(went.applied_origin, Some(crate::rollout::Origin::Operator));
+    assert_eq!(
+        went.applied_origin,
+        Some(kura_core::rollout::Origin::Operator)
+    );
     let events = events_for(&o.status, &went, &apply);
     assert!(
         events[0]
@@ -549,8 +557,8 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
 /// 2026-01-01T00:00:00Z (its deadline ten minutes later).
 fn admitted_at_midnight() -> Observed {
     let mut o = converged(&desired("r2", "img:2"), Phase::Activating);
-    o.status.rollout = Some(crate::rollout::record(
-        crate::api::RolloutState::Admitted,
+    o.status.rollout = Some(kura_core::rollout::record(
+        kura_core::api::RolloutState::Admitted,
         "f",
         "r2",
         true,
@@ -572,14 +580,24 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
         Some(&progressing),
         "2026-01-01T00:09:00Z".parse().unwrap(),
     );
-    assert!(find(&before.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
+    assert!(
+        find(
+            &before.conditions,
+            kura_core::api::conditions::ROLLOUT_FAILED
+        )
+        .is_none()
+    );
     let failed = after_operator(
         &o,
         &Outcome::Converged,
         Some(&progressing),
         "2026-01-01T00:10:01Z".parse().unwrap(),
     );
-    let c = find(&failed.conditions, crate::api::conditions::ROLLOUT_FAILED).unwrap();
+    let c = find(
+        &failed.conditions,
+        kura_core::api::conditions::ROLLOUT_FAILED,
+    )
+    .unwrap();
     assert_eq!(c.reason, "ProgressDeadlineExceeded");
     assert_eq!(
         reasons_of(&events_for(&before, &failed, &Outcome::Converged)),
@@ -600,11 +618,11 @@ fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
     let past_deadline: Timestamp = "2026-01-01T00:10:01Z".parse().unwrap();
     for (reason, message) in [
         (
-            crate::reconcile::probe::ENDPOINT_NOT_ANSWERING,
+            kura_core::outcome::ENDPOINT_NOT_ANSWERING,
             "ingress a: http://a/up via 127.0.0.1:80: connection refused",
         ),
         (
-            crate::reconcile::probe::ENDPOINT_CHECKING,
+            kura_core::outcome::ENDPOINT_CHECKING,
             "ingress a: asking http://a/up via 127.0.0.1:80, no answer yet",
         ),
     ] {
@@ -614,7 +632,7 @@ fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
         };
         let s = after_operator(&o, &Outcome::Converged, Some(&waiting), past_deadline);
         assert_eq!(s.rollout, None, "{reason}: the rollout is done");
-        assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
+        assert!(find(&s.conditions, kura_core::api::conditions::ROLLOUT_FAILED).is_none());
         assert_eq!(s.phase, Some(Phase::Activating));
         let (status, ready_reason, _) = ready(&s);
         assert_eq!(
@@ -629,12 +647,14 @@ fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
     };
     let s = after_operator(&o, &Outcome::Converged, Some(&unavailable), past_deadline);
     assert!(s.rollout.is_some());
-    assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_some());
+    assert!(find(&s.conditions, kura_core::api::conditions::ROLLOUT_FAILED).is_some());
 }
 
 #[test]
 fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
-    use crate::claims::{Claimant, Conflict, Lost};
+    use kura_core::claims::Claimant;
+    use kura_core::claims::Conflict;
+    use kura_core::claims::Lost;
     let conflict = Outcome::HostConflict(Conflict(vec![Lost {
         field: "spec.aliases[0]".into(),
         host: "shop.example".into(),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use kura_operator::config::OperatorConfig;
+use kura_core::config::OperatorConfig;
 use kura_operator::run::RunArgs;
 use serde_yaml::Value;
 

@@ -12,8 +12,8 @@ use super::{diff, write};
 use crate::operator::{NO_ENDPOINT_CHECK, Operator, converged_count, instance, shared_class};
 use crate::ops::scratch_dir;
 use crate::support::*;
-use kura_operator::api::{KuraGateway, KuraInstance, Phase};
-use kura_operator::kind::ChildKind;
+use kura_core::api::{KuraGateway, KuraInstance, Phase};
+use kura_core::kind::ChildKind;
 
 const T: Duration = Duration::from_secs(120);
 

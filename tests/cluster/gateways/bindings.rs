@@ -16,8 +16,8 @@ use serde_json::json;
 use super::*;
 use crate::operator::{Operator, config, instance};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::{KuraGateway, KuraInstance};
-use kura_operator::names;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::names;
 
 /// An administrator's binding of the ClusterRole `view` to the user `alice`.
 fn admins_binding(name: &str, namespace: Option<&str>) -> serde_json::Value {

@@ -13,8 +13,8 @@ use serde_json::json;
 use super::*;
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::{ConditionStatus, KuraGateway, KuraInstance, Phase};
-use kura_operator::names;
+use kura_core::api::{ConditionStatus, KuraGateway, KuraInstance, Phase};
+use kura_core::names;
 
 #[tokio::test]
 async fn a_hand_made_gateway_is_served_and_never_collected() {

@@ -14,9 +14,9 @@ use kube::api::{Api, DeleteParams};
 use super::*;
 use crate::operator::{Operator, config, instance, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::{ConditionStatus, KuraGateway, KuraInstance};
-use kura_operator::names;
-use kura_operator::reconcile::plan::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
+use kura_core::api::{ConditionStatus, KuraGateway, KuraInstance};
+use kura_core::names;
+use kura_core::plan::{CONFLICT_WINDOW, MAX_TAKE_BACKS};
 
 /// Far above the seconds a take-back takes (a watch event, at most the
 /// 3 s settle after the previous one, an apply): a scale still standing

@@ -14,8 +14,8 @@ use serde_json::json;
 use super::*;
 use crate::operator::{Operator, Options, config, instance, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::{KuraGateway, KuraInstance};
-use kura_operator::names;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::names;
 
 /// Far below the 10 minute resync.
 const REPAIR: Duration = Duration::from_secs(30);

@@ -18,8 +18,8 @@ use serde_json::json;
 use super::*;
 use crate::operator::{Operator, config, instance, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::{KuraGateway, KuraInstance};
-use kura_operator::names;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::names;
 
 /// The namespace controller (kube-controller-manager) has emptied and removed it.
 const NAMESPACE_GONE: Duration = Duration::from_secs(90);
@@ -126,7 +126,7 @@ async fn a_gateway_of_the_previous_release_is_migrated() {
     body["metadata"]["finalizers"] = json!(["kura.dev/ingress-class"]);
     apply_json(&gateways, "kura-operator", body).await.unwrap();
     let gw = gateways.get(&gateway).await.unwrap();
-    for object in kura_operator::render::gateway::render_gateway(&gw, &Default::default()).objects {
+    for object in kura_core::render::gateway::render_gateway(&gw, &Default::default()).objects {
         apply_as_previous_release(&ns.client, object.body()).await;
     }
     let instances: Api<KuraInstance> = ns.api();

@@ -14,8 +14,8 @@ use serde_json::json;
 use super::*;
 use crate::operator::{Operator, Options, config, instance, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
-use kura_operator::api::{KuraGateway, KuraInstance};
-use kura_operator::names;
+use kura_core::api::{KuraGateway, KuraInstance};
+use kura_core::names;
 
 /// The victim's gateway and class once its instance `acme` is Ready. Its
 /// host is the namespace's own: the same account in two namespaces shares a
@@ -83,7 +83,7 @@ async fn assert_attack_failed(client: &Client, ns: &str, gateway: &str, before: 
         .iter()
         .find(|c| c.type_ == "Valid")
         .unwrap_or_else(|| panic!("a Valid condition on the tenant's gateway: {conditions:?}"));
-    assert_eq!(valid.status, kura_operator::api::ConditionStatus::False);
+    assert_eq!(valid.status, kura_core::api::ConditionStatus::False);
     assert!(
         valid.message.contains("spec.ingressClassName") && valid.message.contains(ns),
         "the condition names the field and the class the namespace may use: {}",

@@ -4,9 +4,7 @@ use kube::api::ListParams;
 
 use super::exporter::{Labels, Sample};
 use crate::support::TestNamespace;
-use kura_operator::api::{
-    Condition, ConditionStatus, KuraGateway, KuraInstance, Phase, RolloutState,
-};
+use kura_core::api::{Condition, ConditionStatus, KuraGateway, KuraInstance, Phase, RolloutState};
 
 fn sample(name: &str, base: &Labels, extra: &[(&str, Option<&str>)], value: f64) -> Sample {
     let mut labels = base.clone();

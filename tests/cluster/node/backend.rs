@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::Api;
-use kura_operator::api::{ConditionStatus, KuraInstance};
+use kura_core::api::{ConditionStatus, KuraInstance};
 use serde_json::json;
 
 use super::ingress::{IngressNode, http_get, node_config};

@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ListParams};
-use kura_operator::api::{ConditionStatus, KuraGateway, KuraInstance};
+use kura_core::api::{ConditionStatus, KuraGateway, KuraInstance};
 
 use super::ingress::{IngressNode, SHARED_CLASS, answers_200, http_get, traefik_image};
 use crate::gateways::event_reasons;
@@ -65,7 +65,7 @@ async fn unschedulable_gateway_pod(pods: &Api<Pod>) -> (String, String) {
     .await
 }
 
-fn ready_condition(i: &KuraInstance) -> Option<&kura_operator::api::Condition> {
+fn ready_condition(i: &KuraInstance) -> Option<&kura_core::api::Condition> {
     i.status
         .as_ref()?
         .conditions

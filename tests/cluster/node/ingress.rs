@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kura_operator::api::{ConditionStatus, KuraInstance};
+use kura_core::api::{ConditionStatus, KuraInstance};
 use serde_json::json;
 
 use super::{NODE_LOCK, NodePlane};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, PostParams};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 use serde_json::json;
 
 use super::{NODE_LOCK, NodePlane, chart, operator_via_the_chart};

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::*;
 use crate::operator::{Operator, config, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const INVALID: &str = "kura_config_reloads_total{result=\"invalid\"}";
 const VALID: &str = "kura_config_reloads_total{result=\"valid\"}";

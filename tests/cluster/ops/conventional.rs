@@ -12,7 +12,7 @@ use serde_json::json;
 use super::*;
 use crate::api_proxy::ApiProxy;
 use crate::operator::{Operator, Options, config, sample, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const INSTANCE: &str = "{controller=\"kurainstance\"}";
 const QUEUE: &str = "{name=\"kurainstance\",controller=\"kurainstance\"}";

@@ -20,7 +20,7 @@ use super::startup::{Apiserver, start_second_apiserver, wait_ready};
 use super::*;
 use crate::chart::{Output, chart_dir, run};
 use crate::operator::{Operator, Options, config, free_port, instance};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const INSTANCES: &str = "kurainstances.kura.dev";
 const GATEWAYS: &str = "kuragateways.kura.dev";

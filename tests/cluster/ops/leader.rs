@@ -10,7 +10,7 @@ use kube::api::Api;
 
 use super::*;
 use crate::operator::{Operator, Options, config, instance, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 /// The chart's default.
 const LEASE: Duration = Duration::from_secs(15);

@@ -12,7 +12,7 @@ use kube::Api;
 use super::startup::{start_second_apiserver, wait_ready};
 use super::*;
 use crate::operator::{Operator, Options, config, free_port, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 /// The operator's list and watch requests for StatefulSets, from its log.
 fn stateful_set_requests(log: &str) -> Vec<&str> {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::operator::{Operator, config, instance, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const LITERAL: &str = "literal-env-value-never-logged";
 

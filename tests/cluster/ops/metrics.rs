@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 use crate::operator::{Operator, config, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const APPLIED: &str = "kura_reconciles_total{result=\"applied\"}";
 const PRUNED: &str = "kura_objects_pruned_total";

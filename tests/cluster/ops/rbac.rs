@@ -18,7 +18,7 @@ use super::*;
 use crate::chart::ClusterScopedCleanup;
 use crate::chart::rbac::{access, allowed, apply_chart_rbac, wait_allowed};
 use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 #[tokio::test]
 async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
@@ -134,7 +134,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
         Err(kube::Error::Api(s)) if s.code == 403 => {}
         other => panic!("Secrets must be forbidden, got {other:?}"),
     }
-    gateway_has_its_rights_and_no_more(&ns, &kura_operator::names::gateway("acme", "r1")).await;
+    gateway_has_its_rights_and_no_more(&ns, &kura_core::names::gateway("acme", "r1")).await;
     let _ = classes
         .delete(&format!("shared-{}", ns.name), &Default::default())
         .await;

@@ -14,7 +14,7 @@ use kube::api::Api;
 use super::*;
 use crate::chart::{Release, chart_dir, helm, kubectl_run};
 use crate::operator::{Operator, shared_class};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 /// `data."config.yaml"` of the release's ConfigMap, as stored in the cluster.
 fn rendered_config(ns: &str) -> String {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{Bench, config_yaml, predicted, shown, written};
 use crate::operator::{instance, wait_ready};
 use crate::support::{apply_json, wait_for};
-use kura_operator::api::KuraInstance;
+use kura_core::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(120);
 
@@ -246,7 +246,7 @@ async fn divergence_c_a_name_taken_by_someone_elses_service_is_written_nowhere()
     let reason = wait_for("foo to report what it did", T, || async {
         let s = instances.get("foo").await.ok()?.status?;
         let ready = s.conditions.iter().find(|c| c.type_ == "Ready")?;
-        (ready.status != kura_operator::api::ConditionStatus::True)
+        (ready.status != kura_core::api::ConditionStatus::True)
             .then(|| format!("{}: {}", ready.reason, ready.message))
     })
     .await;

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use super::{Bench, Writes, config_yaml, predicted, shown, written};
 use crate::support::apply_json;
-use kura_operator::api::KuraInstance;
-use kura_operator::kind::ChildKind;
+use kura_core::api::KuraInstance;
+use kura_core::kind::ChildKind;
 
 const STEPS_PER_FLEET: usize = 6;
 

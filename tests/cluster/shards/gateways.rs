@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::api::DeleteParams;
 
 use super::*;
-use kura_operator::api::KuraGateway;
+use kura_core::api::KuraGateway;
 
 #[tokio::test]
 async fn a_gateway_is_collected_only_by_the_shard_that_owns_its_namespace() {

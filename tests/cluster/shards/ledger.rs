@@ -12,7 +12,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams};
-use kura_operator::shard::ledger;
+use kura_core::shard::ledger;
 
 use super::*;
 

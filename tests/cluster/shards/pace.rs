@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kura_operator::api::RolloutState;
+use kura_core::api::RolloutState;
 
 use super::*;
 

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, wait_ready};
 use crate::support::{PrivatePlane, apply_json, create_namespace, create_sim_class, wait_for};
-use kura_operator::api::{KuraInstance, Phase};
+use kura_core::api::{KuraInstance, Phase};
 
 const NS: &str = "versions";
 const T: Duration = Duration::from_secs(120);
