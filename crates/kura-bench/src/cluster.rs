@@ -147,7 +147,7 @@ impl Bench {
     /// `version` picks the region's domain, so that changing it changes every
     /// host, and with it every instance's revision and pod template.
     ///
-    /// `maxUnavailable: 100%`: the fleet budget (`kura_operator::rollout`)
+    /// `maxUnavailable: 100%`: the fleet budget (`kura_core::rollout`)
     /// would otherwise pace the change phase's restarts (its default
     /// is 25%), and its time would measure the budget, not the operator's apply
     /// path, and no longer compare with the direct client or with the runs

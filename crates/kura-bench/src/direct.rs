@@ -12,9 +12,9 @@ use kube::api::{Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::Value;
 
-use kura_operator::keys::{FIELD_MANAGER, LABEL_INSTANCE};
+use kura_core::keys::{FIELD_MANAGER, LABEL_INSTANCE};
+use kura_core::render::ObjectId;
 use kura_operator::reconcile::apply::dynamic_api;
-use kura_operator::render::ObjectId;
 
 use crate::cluster::Bench;
 use crate::fleet::{Watched, wait_all};
@@ -128,7 +128,7 @@ fn wave(object: &Value) -> u8 {
 fn object_id(object: &Value) -> Option<ObjectId> {
     let text = |v: &Value| v.as_str().map(str::to_string);
     Some(ObjectId {
-        kind: kura_operator::kind::ChildKind::parse(
+        kind: kura_core::kind::ChildKind::parse(
             object["apiVersion"].as_str()?,
             object["kind"].as_str()?,
         )?,

@@ -20,10 +20,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use kura_operator::api::conditions::{READY, is_true};
-use kura_operator::api::{KuraInstance, Phase};
-use kura_operator::config::OperatorConfig;
-use kura_operator::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use kura_core::api::conditions::{READY, is_true};
+use kura_core::api::{KuraInstance, Phase};
+use kura_core::config::OperatorConfig;
+use kura_core::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 
 use crate::BenchResult;
 use crate::cluster::Bench;
@@ -283,9 +283,9 @@ pub fn expected(
         .map(|i| {
             let namespace = namespace_of(i);
             let instance: KuraInstance = serde_json::from_value(Bench::instance(&namespace, i))?;
-            let valid = kura_operator::validate::validate(&instance, config)
+            let valid = kura_core::validate::validate(&instance, config)
                 .map_err(|e| format!("bench instance {i} is invalid: {e}"))?;
-            let desired = kura_operator::render::render(&valid, config);
+            let desired = kura_core::render::render(&valid, config);
             Ok(Expected {
                 namespace,
                 name: valid.name.clone(),

@@ -47,7 +47,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use kura_operator::run::parse_duration;
+use kura_core::time::parse_duration;
 
 #[derive(Parser, Debug, Clone)]
 #[command(

@@ -17,8 +17,8 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use kura_operator::api::KuraInstance;
-use kura_operator::config::OperatorConfig;
+use kura_core::api::KuraInstance;
+use kura_core::config::OperatorConfig;
 
 use crate::cluster::Bench;
 use crate::fleet::{self, Watched, wait_all};

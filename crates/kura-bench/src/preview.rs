@@ -94,7 +94,7 @@ async fn diff(args: &Args, bench: &Bench, version: u32, show_diff: bool) -> Benc
         .flat_map(|i| i["objects"].as_array().into_iter().flatten())
     {
         let kind = object["kind"].as_str().unwrap_or_default();
-        let plural = kura_operator::kind::ChildKind::ALL
+        let plural = kura_core::kind::ChildKind::ALL
             .into_iter()
             .find(|k| k.kind() == kind)
             .map_or("?", |k| k.plural());

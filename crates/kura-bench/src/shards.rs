@@ -30,8 +30,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 use serde_json::json;
 
-use kura_operator::api::{KuraInstance, Phase};
-use kura_operator::shard::Shards;
+use kura_core::api::{KuraInstance, Phase};
+use kura_core::shard::Shards;
 
 use crate::audit::{self, ReplicaWrite};
 use crate::cluster::Bench;
