@@ -279,10 +279,14 @@ where
             };
             // Bounded by the Lease time: what the client does below this
             // layer (its retries of a 429 or a 503, a reconnect) is
-            // abandoned when the time runs out, not sent after it.
-            match tokio::time::timeout_at(until.into(), send).await {
-                Ok(answer) => answer.map_err(Into::into),
-                Err(_) => {
+            // abandoned when the time runs out, not sent after it. The clock
+            // is read before each poll of the client's future, not after
+            // (as a timeout would): after a stall, the poll that a finished
+            // connect wakes would otherwise hand the request to the
+            // connection before the deadline is seen.
+            match within_lease(until, send).await {
+                Some(answer) => answer.map_err(Into::into),
+                None => {
                     let fenced = Fenced::InFlight;
                     fence.refuse(&fenced, &method, &path);
                     Err(Box::new(fenced) as BoxError)
@@ -290,6 +294,26 @@ where
             }
         })
     }
+}
+
+/// `send`'s output, or None once `until` has passed: the monotonic clock is
+/// read before every poll of `send`, so nothing of it runs past `until`; a
+/// timer wakes the future at `until` when nothing else does.
+async fn within_lease<F: Future>(until: Instant, send: F) -> Option<F::Output> {
+    let mut send = std::pin::pin!(send);
+    let mut wake = std::pin::pin!(tokio::time::sleep_until(until.into()));
+    std::future::poll_fn(|cx| {
+        if Instant::now() >= until {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(out) = send.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        // Registers the wake-up at `until` (its output is the clock's above).
+        let _ = wake.as_mut().poll(cx);
+        Poll::Pending
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -473,6 +497,39 @@ mod tests {
         let passed = service.ready().await.unwrap().call(request()).await;
         assert!(passed.is_ok());
         assert!(sent.load(Ordering::SeqCst));
+    }
+
+    /// A request in flight when the process stalls: after the stall, the
+    /// first poll that comes (a finished connect wakes it) sees the Lease
+    /// time over before the client's future can hand the request on. A
+    /// timeout, which polls the inner future first, would let it go.
+    #[tokio::test]
+    async fn after_a_stall_the_clock_is_read_before_the_client_goes_on() {
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = polls.clone();
+        // Pending at its first poll; at its second it would send.
+        let send = std::future::poll_fn(move |_| {
+            if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                Poll::Pending
+            } else {
+                Poll::Ready("sent")
+            }
+        });
+        let until = Instant::now() + Duration::from_millis(20);
+        let mut fenced = std::pin::pin!(within_lease(until, send));
+        let waker = futures::task::noop_waker();
+        let mut cx = TaskContext::from_waker(&waker);
+        assert!(fenced.as_mut().poll(&mut cx).is_pending());
+        // The stall: the Lease time runs out while nothing polls.
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        assert_eq!(fenced.as_mut().poll(&mut cx), Poll::Ready(None));
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "not polled after the time ran out"
+        );
     }
 
     /// The service is called while the Lease holds, and its future first
