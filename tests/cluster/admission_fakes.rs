@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{kubeconfig_path, kubectl};
+use crate::support::{kubeconfig_path, kubectl, run_with_input};
 
 /// Cluster-scoped objects of a test, deleted (without waiting) on drop.
 pub struct Guard {
@@ -41,22 +41,16 @@ impl Drop for Guard {
 }
 
 fn apply(object: &Value) {
-    let mut child = std::process::Command::new(kubectl())
-        .arg("--kubeconfig")
-        .arg(kubeconfig_path())
-        .args(["apply", "--server-side", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("kubectl apply");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(object.to_string().as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "kubectl apply {object}");
+    let out = run_with_input(
+        std::process::Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .args(["apply", "--server-side", "-f", "-"])
+            .stdout(std::process::Stdio::null()),
+        object.to_string().as_bytes(),
+        "kubectl apply",
+    );
+    assert!(out.status.success(), "kubectl apply {object}");
 }
 
 fn delete(kind: &str, name: &str, wait: bool) {

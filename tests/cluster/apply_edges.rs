@@ -11,7 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{instance, ready_instance, scenario, wait_ready};
+use crate::operator::{apply_acme, instance, ready_instance, scenario, wait_ready};
 use crate::support::*;
 use kura_core::api::ConditionStatus;
 
@@ -83,13 +83,7 @@ async fn a_name_taken_in_any_wave_is_found_before_anything_is_written() {
         .await
         .unwrap();
     let since = now();
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(instances).await;
 
     let message = wait_for("the name conflict in status", T, || async {
         let s = instances.get("acme").await.ok()?.status?;
@@ -152,10 +146,7 @@ async fn a_name_taken_in_any_wave_is_found_before_anything_is_written() {
         .delete("acme", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the Service to be gone", T, || async {
-        services.get_opt("acme").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone("the Service to be gone", T, &services, "acme").await;
     let force = json!({"metadata": {"annotations": {"kura.dev/reapply-at": "free"}}});
     instances
         .patch("acme", &PatchParams::default(), &Patch::Merge(&force))

@@ -4,31 +4,23 @@
 //! Ready; availability is what the StatefulSets report.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::operator::{
-    Operator, Options, config, converged_count, create_fleet, instance, shared_class,
+    Operator, Options, converged_count, create_fleet, delete_shared_class, fleet_config, instance,
+    shared_class, statuses,
 };
 use crate::support::*;
 use kura_core::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
 
 const N: usize = 30;
 const T: Duration = Duration::from_secs(300);
-
-/// The region's configuration with a rollout section and default pod
-/// resources (`memory`: a change of it changes every pod template).
-pub(crate) fn fleet_config(ns: &str, memory: &str, rollout: &str) -> String {
-    format!(
-        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
-        config(ns, "host", "example.com/none")
-    )
-}
 
 pub(crate) async fn annotate(ns: &TestNamespace, annotations: serde_json::Value) {
     Api::<Namespace>::all(ns.client.clone())
@@ -41,81 +33,10 @@ pub(crate) async fn annotate(ns: &TestNamespace, annotations: serde_json::Value)
         .unwrap();
 }
 
-/// StatefulSets of the namespace not fully Ready now (kura-sim plays the
-/// kubelet: a restarted pod is not Ready for the namespace's ready delay).
-async fn unavailable(sts: &Api<StatefulSet>) -> Option<Vec<String>> {
-    let list = sts.list(&ListParams::default()).await.ok()?;
-    Some(
-        list.items
-            .into_iter()
-            .filter(|s| {
-                let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
-                let status = s.status.clone().unwrap_or_default();
-                status.ready_replicas.unwrap_or(0) < want
-                    || status.updated_replicas.unwrap_or(0) < want
-            })
-            .filter_map(|s| s.metadata.name)
-            .collect(),
-    )
-}
-
-/// Samples the unavailable StatefulSets every 200 ms until dropped; keeps the
-/// highest count seen (only among `watched`, when given).
-struct Sampler {
-    max: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Sampler {
-    fn start(sts: Api<StatefulSet>, watched: Option<Vec<String>>) -> Sampler {
-        let max = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (m, s) = (max.clone(), stop.clone());
-        let task = tokio::spawn(async move {
-            while !s.load(Ordering::Relaxed) {
-                if let Some(names) = unavailable(&sts).await {
-                    let n = names
-                        .iter()
-                        .filter(|n| watched.as_ref().is_none_or(|w| w.contains(n)))
-                        .count();
-                    m.fetch_max(n, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
-            }
-        });
-        Sampler { max, stop, task }
-    }
-
-    async fn finish(self) -> usize {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = self.task.await;
-        self.max.load(Ordering::Relaxed)
-    }
-}
-
 fn condition<'a>(s: &'a KuraInstanceStatus, type_: &str) -> Option<&'a kura_core::api::Condition> {
     s.conditions
         .iter()
         .find(|c| c.type_ == type_ && c.status == ConditionStatus::True)
-}
-
-async fn statuses(instances: &Api<KuraInstance>) -> Vec<(String, KuraInstanceStatus)> {
-    instances
-        .list(&ListParams::default())
-        .await
-        .map(|l| {
-            l.items
-                .into_iter()
-                .map(|i| {
-                    (
-                        i.metadata.name.unwrap_or_default(),
-                        i.status.unwrap_or_default(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The applied revision of every instance now.
@@ -191,10 +112,7 @@ async fn fleet(
 impl Fleet {
     async fn finish(self) {
         drop(self.op);
-        let _ = self
-            .classes
-            .delete(&format!("shared-{}", self.ns.name), &Default::default())
-            .await;
+        delete_shared_class(&self.classes, &self.ns).await;
     }
 }
 
@@ -224,7 +142,7 @@ async fn an_operator_change_restarts_at_most_the_budget_at_once_and_one_that_res
         .await
         .unwrap();
     let started = Instant::now();
-    let sampler = Sampler::start(f.sts.clone(), None);
+    let sampler = MostUnavailable::start(f.sts.clone(), None);
     f.op.set_config(&fleet_config(&f.ns.name, "256Mi", rollout).replace(
         &format!("sharedIngressClass: shared-{}", f.ns.name),
         &format!("sharedIngressClass: {moved_class}"),
@@ -263,7 +181,7 @@ async fn an_operator_change_restarts_at_most_the_budget_at_once_and_one_that_res
     );
     let before = applied(&f.instances).await;
     let started = Instant::now();
-    let sampler = Sampler::start(f.sts.clone(), None);
+    let sampler = MostUnavailable::start(f.sts.clone(), None);
     f.op.set_config(&config_b);
     converge_from(&f.instances, &before).await;
     let budgeted = started.elapsed();
@@ -278,7 +196,7 @@ async fn an_operator_change_restarts_at_most_the_budget_at_once_and_one_that_res
         .replace("memory: 320Mi", "memory: 384Mi")
         .replace("maxUnavailable: 3", "maxUnavailable: 100%");
     let before = applied(&f.instances).await;
-    let sampler = Sampler::start(f.sts.clone(), None);
+    let sampler = MostUnavailable::start(f.sts.clone(), None);
     f.op.set_config(&config_c);
     converge_from(&f.instances, &before).await;
     let unbounded = sampler.finish().await;
@@ -325,7 +243,7 @@ async fn a_change_whose_pods_never_get_ready_halts_after_the_budget_and_a_fix_su
     .await;
     assert_eq!(failed, ["b00", "b01", "b02"], "the first three in order");
     let all = statuses(&f.instances).await;
-    let message = &condition(&all[10].1, "RolloutHeld").unwrap().message;
+    let message = &condition(&all["b10"], "RolloutHeld").unwrap().message;
     assert!(
         message.contains("b00") && message.contains("failed"),
         "names the failing instances: {message}"
@@ -420,7 +338,7 @@ async fn instances_that_are_not_ready_take_the_change_first_and_do_not_count() {
     .await;
     let sts: Api<StatefulSet> = ns.api();
     let ready_ones: Vec<String> = (0..8).map(|i| format!("b{i:02}")).collect();
-    let sampler = Sampler::start(sts.clone(), Some(ready_ones));
+    let sampler = MostUnavailable::start(sts.clone(), Some(ready_ones));
     let before: Vec<(String, Option<String>)> = statuses(&instances)
         .await
         .into_iter()
@@ -436,7 +354,9 @@ async fn instances_that_are_not_ready_take_the_change_first_and_do_not_count() {
             let all = statuses(&instances).await;
             let moved = all.iter().filter(|(n, s)| {
                 before.iter().any(|(b, old)| {
-                    b == n && s.applied_revision != *old && s.applied_revision == s.desired_revision
+                    b == *n
+                        && s.applied_revision != *old
+                        && s.applied_revision == s.desired_revision
                 })
             });
             (moved.count() == broken.len()).then_some(())
@@ -453,9 +373,7 @@ async fn instances_that_are_not_ready_take_the_change_first_and_do_not_count() {
         "the broken instances do not count: {max} Ready ones unavailable at once"
     );
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 #[tokio::test]
@@ -484,7 +402,7 @@ async fn the_bound_holds_across_a_kill_and_a_leader_hand_over() {
         },
     );
     let before = applied(&f.instances).await;
-    let sampler = Sampler::start(f.sts.clone(), None);
+    let sampler = MostUnavailable::start(f.sts.clone(), None);
     let change = fleet_config(&f.ns.name, "320Mi", rollout);
     f.op.set_config(&change);
     standby.set_config(&change);
@@ -561,7 +479,7 @@ async fn the_budget_holds_on_a_loaded_machine() {
     .await;
     let before = applied(&f.instances).await;
     let hog = CpuHog::start();
-    let sampler = Sampler::start(f.sts.clone(), None);
+    let sampler = MostUnavailable::start(f.sts.clone(), None);
     f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
     converge_from(&f.instances, &before).await;
     let max = sampler.finish().await;

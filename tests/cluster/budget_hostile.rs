@@ -15,36 +15,13 @@ use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, Options, config, instance, shared_class};
+use crate::operator::{
+    Operator, Options, delete_shared_class, fleet_config, instance, shared_class, statuses,
+};
 use crate::support::*;
-use kura_core::api::{KuraInstance, KuraInstanceStatus, Phase, RolloutState};
+use kura_core::api::{KuraInstance, Phase, RolloutState};
 
 const T: Duration = Duration::from_secs(180);
-
-fn fleet_config(ns: &str, memory: &str, rollout: &str) -> String {
-    format!(
-        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
-        config(ns, "host", "example.com/none")
-    )
-}
-
-async fn statuses(instances: &Api<KuraInstance>) -> BTreeMap<String, (bool, KuraInstanceStatus)> {
-    instances
-        .list(&ListParams::default())
-        .await
-        .map(|l| {
-            l.items
-                .into_iter()
-                .map(|i| {
-                    (
-                        i.metadata.name.unwrap_or_default(),
-                        (i.spec.paused, i.status.unwrap_or_default()),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// `names` each applied on a revision other than the one they had in
 /// `before` (any, for a name not in it), with no rollout record left.
@@ -59,7 +36,7 @@ async fn rolled(
         names
             .iter()
             .all(|n| {
-                all.get(*n).is_some_and(|(_, s)| {
+                all.get(*n).is_some_and(|s| {
                     s.applied_revision.is_some()
                         && s.applied_revision == s.desired_revision
                         && s.rollout.is_none()
@@ -76,7 +53,7 @@ async fn applied(instances: &Api<KuraInstance>) -> BTreeMap<String, Option<Strin
     statuses(instances)
         .await
         .into_iter()
-        .map(|(n, (_, s))| (n, s.applied_revision))
+        .map(|(n, s)| (n, s.applied_revision))
         .collect()
 }
 
@@ -120,10 +97,7 @@ impl Small {
 
     async fn finish(self) {
         drop(self.op);
-        let _ = self
-            .classes
-            .delete(&format!("shared-{}", self.ns.name), &Default::default())
-            .await;
+        delete_shared_class(&self.classes, &self.ns).await;
     }
 }
 
@@ -214,28 +188,13 @@ async fn pausing_an_admitted_instance_releases_its_slot() {
         .await
         .unwrap();
     rolled(&f.instances, &["b01", "b02"], &before, true).await;
-    let (_, b00) = statuses(&f.instances).await.remove("b00").unwrap();
+    let b00 = statuses(&f.instances).await.remove("b00").unwrap();
     assert!(
         b00.rollout.is_none(),
         "the paused instance holds no record: {:?}",
         b00.rollout
     );
     f.finish().await;
-}
-
-/// StatefulSets of the namespace whose pods are not all Ready and updated.
-async fn unavailable(sts: &Api<StatefulSet>) -> usize {
-    let Ok(list) = sts.list(&ListParams::default()).await else {
-        return 0;
-    };
-    list.items
-        .iter()
-        .filter(|s| {
-            let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
-            let status = s.status.clone().unwrap_or_default();
-            status.ready_replicas.unwrap_or(0) < want || status.updated_replicas.unwrap_or(0) < want
-        })
-        .count()
 }
 
 /// Instances that are not Ready only because their Ingress has no address
@@ -275,14 +234,14 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
     wait_for("every workload available, no instance Ready", T, || async {
         let all = statuses(&f.instances).await;
         let applied = all.len() == fleet.len()
-            && all.values().all(|(_, s)| {
+            && all.values().all(|s| {
                 s.applied_revision.is_some()
                     && s.applied_revision == s.desired_revision
                     && s.phase != Some(Phase::Ready)
             });
         (applied
             && sts.list(&ListParams::default()).await.ok()?.items.len() == fleet.len()
-            && unavailable(&sts).await == 0)
+            && unavailable(&sts).await.map_or(0, |names| names.len()) == 0)
             .then_some(())
     })
     .await;
@@ -292,7 +251,7 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
         let (max, sts) = (max.clone(), sts.clone());
         tokio::spawn(async move {
             loop {
-                let n = unavailable(&sts).await;
+                let n = unavailable(&sts).await.map_or(0, |names| names.len());
                 max.fetch_max(n, std::sync::atomic::Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
             }
@@ -308,7 +267,7 @@ async fn instances_whose_pods_serve_are_counted_though_not_ready() {
     );
     let all = statuses(&f.instances).await;
     assert!(
-        all.values().all(|(_, s)| !s.conditions.iter().any(
+        all.values().all(|s| !s.conditions.iter().any(
             |c| c.type_ == "RolloutFailed" && c.status == kura_core::api::ConditionStatus::True
         )),
         "no rollout failed: {all:?}"
@@ -343,7 +302,7 @@ async fn an_instance_that_never_served_does_not_halt_the_fleet() {
     let all = statuses(&f.instances).await;
     assert!(
         all.values()
-            .all(|(_, s)| !s.conditions.iter().any(|c| c.reason == "RolloutHalted")),
+            .all(|s| !s.conditions.iter().any(|c| c.reason == "RolloutHalted")),
         "nobody was halted: {all:?}"
     );
     f.finish().await;

@@ -64,17 +64,11 @@ async fn deployment_controller_and_garbage_collector_run() {
         .delete("web", &DeleteParams::background())
         .await
         .unwrap();
-    wait_for(
+    wait_gone(
         "the owned ConfigMap to be garbage-collected",
         Duration::from_secs(60),
-        || async {
-            config_maps
-                .get_opt("owned")
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
+        &config_maps,
+        "owned",
     )
     .await;
 }

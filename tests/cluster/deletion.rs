@@ -75,25 +75,15 @@ async fn deleting_instances_removes_their_children_and_only_unused_gateways() {
         },
     )
     .await;
-    wait_for("the gateway only b1 used to be deleted", T, || async {
-        gateways
-            .get_opt(&beta_gw)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    wait_gone(
+        "the gateway only b1 used to be deleted",
+        T,
+        &gateways,
+        &beta_gw,
+    )
     .await;
     let classes: Api<IngressClass> = Api::all(ns.client.clone());
-    wait_for("its IngressClass to be deleted", T, || async {
-        classes
-            .get_opt(&beta_class)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone("its IngressClass to be deleted", T, &classes, &beta_class).await;
     // The gateway controller has made its pass (beta's is gone); acme's is still used by a2.
     assert!(
         gateways.get_opt(&acme_gw).await.unwrap().is_some(),

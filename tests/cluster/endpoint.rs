@@ -15,8 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::operator::{
-    Operator, Options, ReadyInstance, config_with_default_check, instance, scenario, shared_class,
-    wait_ready,
+    Operator, Options, ReadyInstance, apply_acme, config_with_default_check, scenario,
+    shared_class, wait_ready,
 };
 use crate::support::*;
 
@@ -115,20 +115,10 @@ fn checked_config(ns: &str, port: u16, enabled: bool) -> String {
     )
 }
 
-async fn create_acme(instances: &Api<KuraInstance>) {
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
-}
-
 /// Creates the instance `acme` and waits until its Ready is False because
 /// its endpoint does not answer: that condition.
 async fn acme_not_answering(instances: &Api<KuraInstance>) -> Condition {
-    create_acme(instances).await;
+    apply_acme(instances).await;
     ready_condition(
         instances,
         ConditionStatus::False,
@@ -201,7 +191,7 @@ async fn without_the_check_an_address_is_enough_even_when_nothing_answers() {
     let s = scenario("endpoint-off", &[]).await;
     let (op, instances, ns) = (&s.op, &s.instances, &s.ns);
     op.set_config(&checked_config(&ns.name, backend.port, false));
-    create_acme(instances).await;
+    apply_acme(instances).await;
     let status = wait_ready(instances, "acme").await;
     let ready = status
         .conditions
@@ -339,7 +329,7 @@ async fn a_slow_answer_counts_a_restart_keeps_ready_and_a_resync_asks_once() {
     let mut s = scenario("endpoint-slow", &[]).await;
     let ns = s.ns.name.clone();
     s.op.set_config(&checked_config(&ns, backend.port, true));
-    create_acme(&s.instances).await;
+    apply_acme(&s.instances).await;
     wait_ready(&s.instances, "acme").await;
     let before = s.instances.get("acme").await.unwrap();
 
@@ -434,7 +424,7 @@ async fn a_stopped_controller_is_noticed_within_30_s_at_the_charts_resync() {
         classes,
         ns,
     };
-    create_acme(&s.instances).await;
+    apply_acme(&s.instances).await;
     wait_ready(&s.instances, "acme").await;
 
     drop(backend);

@@ -11,7 +11,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{instance, ready_instance, ready_instance_with, scenario, wait_ready};
+use crate::operator::{
+    apply_acme, instance, ready_instance, ready_instance_with, scenario, wait_ready,
+};
 use crate::support::*;
 use kura_core::api::{KuraInstance, KuraInstanceStatus};
 
@@ -147,13 +149,7 @@ async fn a_policy_that_refuses_a_deletion_is_reported_and_the_object_stays_in_th
     .await;
 
     // Remove the alias: the new revision applies, its prune is refused.
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(instances).await;
     let status = wait_for("the refused deletion in status", T, || async {
         let s = instances.get("acme").await.ok()?.status?;
         let (status, reason, _) = ready_reason(&s)?;

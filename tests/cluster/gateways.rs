@@ -15,8 +15,7 @@ mod tenancy;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde_json::json;
 
@@ -134,14 +133,4 @@ pub fn private_plane(name: &str, index: u16) -> PrivatePlane {
         .unwrap();
     assert!(status.success(), "the CRDs did not become established");
     plane
-}
-
-pub async fn create_namespace(client: &Client, name: &str) {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
-        )
-        .await
-        .unwrap();
 }

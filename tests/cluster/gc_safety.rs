@@ -11,7 +11,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, shared_class, wait_ready};
+use crate::operator::{Operator, config, delete_shared_class, shared_class, wait_ready};
 use crate::support::*;
 use kura_core::api::{KuraGateway, KuraInstance};
 
@@ -145,10 +145,7 @@ async fn rollouts_never_delete_what_they_should_not() {
         .delete("a2", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("a2's Ingress to be collected", T, || async {
-        ingresses.get_opt("a2").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone("a2's Ingress to be collected", T, &ingresses, "a2").await;
     assert!(
         gateways.get_opt(&gw_name).await.unwrap().is_some(),
         "a gateway whose class a live Ingress uses is not collected"
@@ -159,28 +156,16 @@ async fn rollouts_never_delete_what_they_should_not() {
         .delete(&alias, &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the orphaned gateway to be deleted", T, || async {
-        gateways
-            .get_opt(&gw_name)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone("the orphaned gateway to be deleted", T, &gateways, &gw_name).await;
     let all_classes: Api<IngressClass> = Api::all(ns.client.clone());
-    wait_for("the gateway's IngressClass to be deleted", T, || async {
-        all_classes
-            .get_opt(&gw_class)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    wait_gone(
+        "the gateway's IngressClass to be deleted",
+        T,
+        &all_classes,
+        &gw_class,
+    )
     .await;
     assert!(pvcs.get_opt("data-a1-0").await.unwrap().is_some());
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

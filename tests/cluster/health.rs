@@ -14,7 +14,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class};
 use crate::support::*;
 use kura_core::api::{KuraInstance, Phase};
 
@@ -38,19 +38,11 @@ fn kstatus_bin() -> PathBuf {
 
 /// kstatus's (status, message) of `object`.
 fn kstatus(object: &Value) -> (String, String) {
-    let mut child = Command::new(kstatus_bin())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run kstatus");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(object.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new(kstatus_bin()).stdout(Stdio::piped()),
+        object.to_string().as_bytes(),
+        "run kstatus",
+    );
     assert!(out.status.success(), "kstatus failed on {object}");
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     (
@@ -82,20 +74,13 @@ fn fluxhealth_bin() -> PathBuf {
 /// evaluate gives Unknown, which Flux's wait treats as not ready yet.
 fn flux(object: &Value) -> (String, String) {
     let checks = repo().join("charts/kura-operator/files/flux-health-checks.yaml");
-    let mut child = Command::new(fluxhealth_bin())
-        .arg(checks)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run fluxhealth");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(object.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new(fluxhealth_bin())
+            .arg(checks)
+            .stdout(Stdio::piped()),
+        object.to_string().as_bytes(),
+        "run fluxhealth",
+    );
     assert!(out.status.success(), "fluxhealth failed on {object}");
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     (
@@ -283,30 +268,45 @@ fn chart_readme_gives_the_shipped_checks() {
     assert!(chart.join("files/argocd-values.yaml").exists());
 }
 
+/// Each recorded shape of the operator's objects (`argo_dir(kind)/testdata`),
+/// with what kstatus and what Flux with the chart's `healthCheckExprs` make
+/// of it.
+const RECORDED: [(&str, &str, &str, &str); 15] = [
+    // (kind, file, kstatus, Flux)
+    ("KuraInstance", "ready", "Current", "Current"),
+    ("KuraInstance", "activating", "InProgress", "InProgress"),
+    ("KuraInstance", "no-status", "Current", "Unknown"),
+    ("KuraInstance", "old-generation", "InProgress", "InProgress"),
+    ("KuraInstance", "stalled", "Failed", "Failed"),
+    ("KuraInstance", "invalid", "Failed", "Failed"),
+    ("KuraInstance", "paused", "Current", "Current"),
+    ("KuraInstance", "paused-expired-stalled", "Failed", "Failed"),
+    ("KuraInstance", "paused-expired-ready", "Current", "Current"),
+    (
+        "KuraInstance",
+        "paused-not-seen",
+        "InProgress",
+        "InProgress",
+    ),
+    ("KuraGateway", "ready", "Current", "Current"),
+    ("KuraGateway", "no-status", "Current", "Unknown"),
+    ("KuraGateway", "old-generation", "InProgress", "InProgress"),
+    ("KuraGateway", "stalled", "Failed", "Failed"),
+    ("KuraGateway", "retrying", "InProgress", "InProgress"),
+];
+
+/// The recorded object `file` of `kind`.
+fn recorded(kind: &str, file: &str) -> Value {
+    let path = argo_dir(kind).join("testdata").join(format!("{file}.yaml"));
+    serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
 /// kstatus on the same recorded objects: what Flux's health checks and kpt
 /// make of each shape the operator writes.
 #[test]
 fn kstatus_reads_each_recorded_shape() {
-    for (kind, file, expected) in [
-        ("KuraInstance", "ready", "Current"),
-        ("KuraInstance", "activating", "InProgress"),
-        ("KuraInstance", "no-status", "Current"),
-        ("KuraInstance", "old-generation", "InProgress"),
-        ("KuraInstance", "stalled", "Failed"),
-        ("KuraInstance", "invalid", "Failed"),
-        ("KuraInstance", "paused", "Current"),
-        ("KuraInstance", "paused-expired-stalled", "Failed"),
-        ("KuraInstance", "paused-expired-ready", "Current"),
-        ("KuraInstance", "paused-not-seen", "InProgress"),
-        ("KuraGateway", "ready", "Current"),
-        ("KuraGateway", "no-status", "Current"),
-        ("KuraGateway", "old-generation", "InProgress"),
-        ("KuraGateway", "stalled", "Failed"),
-        ("KuraGateway", "retrying", "InProgress"),
-    ] {
-        let path = argo_dir(kind).join("testdata").join(format!("{file}.yaml"));
-        let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let (status, message) = kstatus(&object);
+    for (kind, file, expected, _) in RECORDED {
+        let (status, message) = kstatus(&recorded(kind, file));
         assert_eq!(status, expected, "{kind} {file}: {message}");
     }
 }
@@ -315,25 +315,8 @@ fn kstatus_reads_each_recorded_shape() {
 /// where kstatus alone calls an instance without status Current, Flux waits.
 #[test]
 fn flux_health_checks_read_each_recorded_shape() {
-    for (kind, file, expected) in [
-        ("KuraInstance", "ready", "Current"),
-        ("KuraInstance", "activating", "InProgress"),
-        ("KuraInstance", "no-status", "Unknown"),
-        ("KuraInstance", "old-generation", "InProgress"),
-        ("KuraInstance", "stalled", "Failed"),
-        ("KuraInstance", "invalid", "Failed"),
-        ("KuraInstance", "paused", "Current"),
-        ("KuraInstance", "paused-expired-stalled", "Failed"),
-        ("KuraInstance", "paused-expired-ready", "Current"),
-        ("KuraInstance", "paused-not-seen", "InProgress"),
-        ("KuraGateway", "ready", "Current"),
-        ("KuraGateway", "no-status", "Unknown"),
-        ("KuraGateway", "old-generation", "InProgress"),
-        ("KuraGateway", "stalled", "Failed"),
-        ("KuraGateway", "retrying", "InProgress"),
-    ] {
-        let path = argo_dir(kind).join("testdata").join(format!("{file}.yaml"));
-        let object: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for (kind, file, _, expected) in RECORDED {
+        let object = recorded(kind, file);
         let (status, error) = flux(&object);
         assert_eq!(status, expected, "{kind} {file}: {error}");
         if status == "Unknown" {
@@ -559,7 +542,5 @@ async fn kstatus_flux_kubectl_wait_and_argo_cd_read_every_state_of_a_live_instan
     assert_eq!(health, "Degraded", "{why}");
     assert!(why.contains("at most 2 replicas"), "{why}");
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

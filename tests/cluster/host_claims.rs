@@ -15,7 +15,9 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
-use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
+use crate::operator::{
+    Operator, Options, apply_acme, config, delete_shared_class, instance, shared_class, wait_ready,
+};
 use crate::support::*;
 use kura_core::api::{ConditionStatus, KuraInstance, Phase};
 
@@ -30,6 +32,14 @@ pub(crate) fn with_host(name: &str, host: Option<&str>, aliases: &[&str]) -> ser
         spec["spec"]["aliases"] = json!(aliases);
     }
     spec
+}
+
+/// Creates or changes the instance `name` to ask for `host`, with no
+/// aliases.
+async fn ask_for(instances: &Api<KuraInstance>, name: &str, host: &str) {
+    apply_json(instances, "test", with_host(name, Some(host), &[]))
+        .await
+        .unwrap();
 }
 
 /// The Ready condition's message once its reason is `HostConflict`.
@@ -102,13 +112,9 @@ async fn two_instances_of_one_namespace_asking_for_one_host_the_first_keeps_it()
     let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
     let instances: Api<KuraInstance> = ns.api();
     let host = format!("shop.{}.test", ns.name);
-    apply_json(&instances, "test", with_host("first", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "first", &host).await;
     wait_ready(&instances, "first").await;
-    apply_json(&instances, "test", with_host("second", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "second", &host).await;
 
     let message = host_conflict(&instances, "second").await;
     assert_names(
@@ -155,17 +161,13 @@ async fn two_instances_of_one_namespace_asking_for_one_host_the_first_keeps_it()
 
     // Corrected through the operator: another host, and the second is served.
     let other = format!("other.{}.test", ns.name);
-    apply_json(&instances, "test", with_host("second", Some(&other), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "second", &other).await;
     wait_ready(&instances, "second").await;
     assert_eq!(
         ingresses_for(&ns.client, &host).await,
         [format!("{}/first", ns.name)]
     );
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// A claim never moves because of what someone else does: an older instance
@@ -179,18 +181,12 @@ async fn an_instance_serving_a_host_keeps_it_when_an_older_one_asks_for_it() {
     let instances: Api<KuraInstance> = ns.api();
     let host = format!("shop.{}.test", ns.name);
     let old_host = format!("old.{}.test", ns.name);
-    apply_json(&instances, "test", with_host("older", Some(&old_host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "older", &old_host).await;
     wait_ready(&instances, "older").await;
-    apply_json(&instances, "test", with_host("younger", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "younger", &host).await;
     wait_ready(&instances, "younger").await;
 
-    apply_json(&instances, "test", with_host("older", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "older", &host).await;
     let message = host_conflict(&instances, "older").await;
     assert_names(
         &message,
@@ -226,9 +222,7 @@ async fn an_instance_serving_a_host_keeps_it_when_an_older_one_asks_for_it() {
     );
     let message = host_conflict(&instances, "older").await;
     assert_names(&message, &[&format!("{}/younger", ns.name)]);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// Across namespaces, on a control plane of the test's own: the operator must
@@ -264,21 +258,9 @@ async fn a_host_is_served_to_one_instance_across_namespaces() {
     let in_b: Api<KuraInstance> = Api::namespaced(client.clone(), b);
     // The default host of account acme in region r1: the same in both namespaces.
     let host = "acme.r1.kura.test";
-    apply_json(
-        &in_a,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&in_a).await;
     wait_ready(&in_a, "acme").await;
-    apply_json(
-        &in_b,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&in_b).await;
 
     let message = host_conflict(&in_b, "acme").await;
     assert_names(&message, &["spec.host", host, "claims-a/acme"]);
@@ -400,9 +382,7 @@ async fn a_labelled_ingress_is_not_a_claim() {
     forger["spec"]["paused"] = json!(true);
     let forger = apply_json(&instances, "test", forger).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await; // creation times have whole seconds: a later one
-    apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "holder", &host).await;
     wait_ready(&instances, "holder").await;
 
     let forged = json!({
@@ -429,18 +409,14 @@ async fn a_labelled_ingress_is_not_a_claim() {
     stays_ready(&instances, "holder", Duration::from_secs(12)).await;
 
     // Unpaused, the forger's instance asks for the host and waits.
-    apply_json(&instances, "test", with_host("aaa", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "aaa", &host).await;
     let message = host_conflict(&instances, "aaa").await;
     assert_names(
         &message,
         &["spec.host", &host, &format!("{}/holder", ns.name)],
     );
     stays_ready(&instances, "holder", Duration::from_secs(6)).await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// Issue 22.11: a paused instance that serves nothing claims nothing: an
@@ -456,23 +432,17 @@ async fn a_paused_instance_claims_no_new_host() {
     squatter["spec"]["paused"] = json!(true);
     apply_json(&instances, "test", squatter).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await; // creation times have whole seconds: a later one
-    apply_json(&instances, "test", with_host("user", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "user", &host).await;
     wait_ready(&instances, "user").await;
     assert_eq!(
         ingresses_for(&ns.client, &host).await,
         [format!("{}/user", ns.name)]
     );
     // Unpaused, the squatter waits: the host is served.
-    apply_json(&instances, "test", with_host("squatter", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "squatter", &host).await;
     let message = host_conflict(&instances, "squatter").await;
     assert_names(&message, &[&host, &format!("{}/user", ns.name)]);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// Issue 22.11: an owner that deletes and recreates its instance (immutable
@@ -486,13 +456,9 @@ async fn a_recreated_holder_keeps_its_host() {
     let _op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
     let instances: Api<KuraInstance> = ns.api();
     let host = format!("shop.{}.test", ns.name);
-    apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "holder", &host).await;
     wait_ready(&instances, "holder").await;
-    apply_json(&instances, "test", with_host("next", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "next", &host).await;
     host_conflict(&instances, "next").await;
 
     instances
@@ -515,9 +481,7 @@ async fn a_recreated_holder_keeps_its_host() {
         &[&host, &format!("{}/holder", ns.name), "reserved"],
     );
 
-    apply_json(&instances, "test", with_host("holder", Some(&host), &[]))
-        .await
-        .unwrap();
+    ask_for(&instances, "holder", &host).await;
     wait_ready(&instances, "holder").await;
     wait_for(
         "the host served by the recreated holder alone",
@@ -529,7 +493,5 @@ async fn a_recreated_holder_keeps_its_host() {
     )
     .await;
     stays_in_conflict(&instances, "next", Duration::from_secs(6)).await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

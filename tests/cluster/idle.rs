@@ -11,7 +11,7 @@ use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 
-use crate::operator::{Operator, config, create_fleet, shared_class};
+use crate::operator::{Operator, config, create_fleet, delete_shared_class, shared_class};
 use crate::support::*;
 use kura_core::api::{KuraInstance, Phase};
 
@@ -101,7 +101,5 @@ async fn converged_idle_fleet_makes_zero_mutating_requests() {
     );
     assert_eq!(before, after, "no resourceVersion changed while idle");
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{instance, ready_instance, scenario, wait_ready};
+use crate::operator::{apply_acme, instance, ready_instance, scenario, wait_ready};
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(60);
@@ -38,13 +38,7 @@ async fn a_policy_pinning_the_tag_to_its_digest_does_not_make_drift_permanent() 
         running_image(&out)?.contains("@sha256:").then_some(())
     })
     .await;
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(instances).await;
     wait_ready(instances, "acme").await;
     let pinned = running_image(&sts.get("acme").await.unwrap()).unwrap();
     assert_eq!(

@@ -36,7 +36,7 @@ use crate::monitoring::{
     Prometheus, dashboard_queries, dashboard_variable_queries, label_values,
     reads_kube_state_metrics,
 };
-use crate::operator::{Operator, Options, config, instance, wait_ready};
+use crate::operator::{Operator, Options, fleet_config_on, instance, wait_ready};
 use crate::support::*;
 use expected::expected;
 use exporter::{KubeStateMetrics, Sample, Scrape};
@@ -93,15 +93,13 @@ async fn scraped_matches(
     }
 }
 
-/// The region's configuration (dedicated gateways served by kura-sim, so
-/// gateways exist too) with default pod memory, whose change is an operator
-/// change that restarts pods, and a rollout budget.
-fn fleet_config(ns: &str, memory: &str) -> String {
-    format!(
-        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n  maxUnavailable: 1\n",
-        config(ns, "cloud", "kura.dev/sim-ingress")
-    )
-}
+/// The region's configuration: dedicated gateways served by kura-sim, so
+/// gateways exist too (default pod memory and a rollout budget are added
+/// where it is used: a change of the memory is an operator change that
+/// restarts pods).
+const NETWORK: &str = "cloud";
+const GATEWAY_CONTROLLER: &str = "kura.dev/sim-ingress";
+const ROLLOUT: &str = "  maxUnavailable: 1\n";
 
 /// The access files/kube-prometheus-stack-values.yaml gives kube-state-metrics
 /// (`rbac.extraRules`: the access the chart README lists, as
@@ -299,7 +297,12 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
             .to_vec(),
         ..Options::default()
     };
-    let op = Operator::start_with(&ns.name, &fleet_config(&ns.name, "256Mi"), &[], options);
+    let op = Operator::start_with(
+        &ns.name,
+        &fleet_config_on(&ns.name, NETWORK, GATEWAY_CONTROLLER, "256Mi", ROLLOUT),
+        &[],
+        options,
+    );
     let instances: Api<KuraInstance> = ns.api();
     // `ready` serves; its window is closed, so an operator change waits.
     // `broken` is refused by the policy on every try: Stalled.
@@ -365,7 +368,13 @@ async fn a_real_kube_state_metrics_exports_the_promised_per_instance_series() {
 
     // An operator change (the configuration's) waits for ready's window:
     // its rollout state says Waiting, its revisions differ.
-    op.set_config(&fleet_config(&ns.name, "320Mi"));
+    op.set_config(&fleet_config_on(
+        &ns.name,
+        NETWORK,
+        GATEWAY_CONTROLLER,
+        "320Mi",
+        ROLLOUT,
+    ));
     let rollout =
         |s: &Scrape, state| s.value("kura_instance_rollout_state", "ready", &[("state", state)]);
     let waiting = scraped_matches(&ksm, &ns, "ready's rollout to wait", |s| {

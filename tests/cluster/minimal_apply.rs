@@ -10,7 +10,9 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, converged_count, create_fleet, instance, shared_class};
+use crate::operator::{
+    Operator, apply_acme, config, converged_count, create_fleet, delete_shared_class, shared_class,
+};
 use crate::support::*;
 use kura_core::api::KuraInstance;
 use kura_core::config::OperatorConfig;
@@ -74,13 +76,7 @@ async fn a_region_change_writes_only_the_children_it_changes() {
     let classes = shared_class(&ns).await;
     let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&instances).await;
     let first = wait_applied(&instances, "acme", "").await;
     let before = versions(&ns, &instances, "acme").await;
 
@@ -164,9 +160,7 @@ async fn a_region_change_writes_only_the_children_it_changes() {
     }
     let _ = second;
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 #[tokio::test]
@@ -243,7 +237,5 @@ async fn an_upgrade_from_instance_revision_stamps_reapplies_each_instance_once_t
     let writes = mutations_since(&ns.name, &since);
     assert!(writes.is_empty(), "then idle: {writes:?}");
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

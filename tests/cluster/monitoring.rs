@@ -16,7 +16,9 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::operator::{Operator, Options, config, free_port, instance, shared_class};
+use crate::operator::{
+    Operator, Options, config, delete_shared_class, free_port, instance, shared_class,
+};
 use crate::support::*;
 use kura_core::api::KuraInstance;
 
@@ -583,9 +585,7 @@ async fn a_real_prometheus_sees_the_stalled_alert_fire_and_resolve_and_every_das
             assert!(value > 1e6, "{title}: {expr} = {value} bytes");
         }
     }
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// The schema node at `path` under `schema` (an object's properties, an

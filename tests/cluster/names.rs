@@ -11,7 +11,9 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use crate::operator::{NO_ENDPOINT_CHECK, Operator, config, shared_class, wait_ready};
+use crate::operator::{
+    NO_ENDPOINT_CHECK, Operator, config, delete_shared_class, shared_class, wait_ready,
+};
 use crate::support::*;
 use kura_core::api::{KuraGateway, KuraInstance, KuraInstanceStatus, Phase};
 
@@ -169,7 +171,5 @@ async fn an_instance_named_like_another_instances_alias_ingress_takes_nothing_ov
         }
     }
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

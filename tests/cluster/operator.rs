@@ -1,12 +1,13 @@
 //! Runs the real operator binary against the control plane, scoped to one test
 //! namespace with a configuration of the test's own.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::networking::v1::IngressClass;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use crate::support::{TestNamespace, kubeconfig_path, wait_for};
@@ -342,6 +343,27 @@ pub fn config(namespace: &str, network: &str, gateway_controller: &str) -> Strin
     )
 }
 
+/// The region's configuration (host networking, a class no controller
+/// serves) with default pod resources (`memory`: a change of it changes every
+/// pod template) and the rollout section `rollout`.
+pub fn fleet_config(namespace: &str, memory: &str, rollout: &str) -> String {
+    fleet_config_on(namespace, "host", "example.com/none", memory, rollout)
+}
+
+/// [`fleet_config`] on a region of another network and gateway controller.
+pub fn fleet_config_on(
+    namespace: &str,
+    network: &str,
+    gateway_controller: &str,
+    memory: &str,
+    rollout: &str,
+) -> String {
+    format!(
+        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
+        config(namespace, network, gateway_controller)
+    )
+}
+
 /// The same region, saying nothing of the endpoint check: on, as the
 /// operator defaults it (tests/cluster/endpoint.rs).
 pub fn config_with_default_check(
@@ -353,6 +375,17 @@ pub fn config_with_default_check(
         "gateway:\n  image: registry.example/gateway:1.0.0\n  controller: {gateway_controller}\n  replicas: 1\n\
          regions:\n  r1:\n    network: {network}\n    sharedIngressClass: shared-{namespace}\n    domain: kura.test\n"
     )
+}
+
+/// Creates (or sets back) the instance `acme` on `registry.example/kura:1.0.0`.
+pub async fn apply_acme(instances: &Api<KuraInstance>) {
+    crate::support::apply_json(
+        instances,
+        "test",
+        instance("acme", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
 }
 
 pub fn instance(name: &str, image: &str) -> serde_json::Value {
@@ -368,6 +401,13 @@ pub fn instance(name: &str, image: &str) -> serde_json::Value {
 /// (which plays the region's ingress controller). Cluster-scoped: delete it at the end.
 pub async fn shared_class(ns: &TestNamespace) -> Api<IngressClass> {
     sim_class(&ns.client, &format!("shared-{}", ns.name)).await
+}
+
+/// Deletes the class [`shared_class`] made for `ns`, whatever the answer.
+pub async fn delete_shared_class(classes: &Api<IngressClass>, ns: &TestNamespace) {
+    let _ = classes
+        .delete(&format!("shared-{}", ns.name), &Default::default())
+        .await;
 }
 
 /// The IngressClass `name`, served by kura-sim, which plays the region's
@@ -437,13 +477,7 @@ pub async fn ready_instance(prefix: &str) -> ReadyInstance {
 /// A scenario with instance `acme` Ready, the operator run with `args`.
 pub async fn ready_instance_with(prefix: &str, args: &[&str]) -> ReadyInstance {
     let s = scenario(prefix, args).await;
-    crate::support::apply_json(
-        &s.instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&s.instances).await;
     wait_ready(&s.instances, "acme").await;
     s
 }
@@ -486,4 +520,38 @@ pub async fn converged_count(instances: &Api<KuraInstance>, not: Option<&str>) -
             })
         })
         .count()
+}
+
+/// Every instance's status now, by name (none when the list fails).
+pub async fn statuses(instances: &Api<KuraInstance>) -> BTreeMap<String, KuraInstanceStatus> {
+    statuses_by(instances, |i| i.metadata.name.clone().unwrap_or_default()).await
+}
+
+/// Every instance's status now, by `key` (none when the list fails).
+pub async fn statuses_by(
+    instances: &Api<KuraInstance>,
+    key: impl Fn(&KuraInstance) -> String,
+) -> BTreeMap<String, KuraInstanceStatus> {
+    let list = instances.list(&ListParams::default()).await;
+    list.map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| (key(&i), i.status.unwrap_or_default()))
+        .collect()
+}
+
+/// Waits until `op` reports `kura_leader` = `value` (1: a leader, 0: a
+/// standby) and is ready.
+pub async fn wait_role(op: &Operator, value: f64, timeout: Duration) {
+    let role = if value == 1.0 {
+        "a leader"
+    } else {
+        "a ready standby"
+    };
+    wait_for(role, timeout, || async {
+        let leading = op.metric("kura_leader").await?;
+        let ready = op.get("/readyz").await?.0 == 200;
+        (leading == value && ready).then_some(())
+    })
+    .await
 }

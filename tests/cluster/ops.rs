@@ -69,13 +69,7 @@ pub async fn create_acme(
     instances: &kube::Api<kura_core::api::KuraInstance>,
     timeout: Duration,
 ) -> kura_core::api::KuraInstanceStatus {
-    apply_json(
-        instances,
-        "test",
-        crate::operator::instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    crate::operator::apply_acme(instances).await;
     wait_applied(instances, "acme", None, timeout).await
 }
 

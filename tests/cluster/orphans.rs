@@ -80,14 +80,12 @@ async fn objects_created_by_an_apply_that_failed_half_way_are_pruned_after_a_rev
 
     // Revert the spec: the previous revision again, which has no alias.
     apply_json(instances, "test", good).await.unwrap();
-    wait_for("the orphaned alias Ingress to be pruned", T, || async {
-        ingresses
-            .get_opt(&alias)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    wait_gone(
+        "the orphaned alias Ingress to be pruned",
+        T,
+        &ingresses,
+        &alias,
+    )
     .await;
     let status = wait_ready(instances, "acme").await;
     assert!(!status.inventory.iter().any(|e| e.name == alias));

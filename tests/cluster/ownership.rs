@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Service, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class, wait_ready};
 use crate::support::*;
 use kura_core::api::{ConditionStatus, KuraInstance};
 
@@ -148,10 +148,7 @@ async fn objects_that_already_have_the_rendered_names_are_never_taken_over() {
         .delete("foo", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the instance to be gone", T, || async {
-        instances.get_opt("foo").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone("the instance to be gone", T, &instances, "foo").await;
     // The garbage collector has had its chance once the instance is gone and
     // an object it would delete (none here) would be gone too; the user's stay.
     assert!(
@@ -170,9 +167,7 @@ async fn objects_that_already_have_the_rendered_names_are_never_taken_over() {
     );
     assert!(ns.api::<Service>().get_opt("foo").await.unwrap().is_some());
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 #[tokio::test]
@@ -231,7 +226,5 @@ async fn an_object_is_taken_over_only_when_handed_over_with_the_adopt_annotation
     );
     assert!(cm.data.unwrap().contains_key("kura.json"));
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

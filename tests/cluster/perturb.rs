@@ -48,7 +48,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::api_proxy::{ApiProxy, Trap};
-use crate::operator::{Operator, Options};
+use crate::operator::{Operator, Options, wait_role};
 use crate::ops::scratch_dir;
 use crate::preview_truth::property::{Instance, Region, Rng, apply_instance, config, edit};
 use crate::preview_truth::{
@@ -160,9 +160,9 @@ impl Harness {
         };
         let through_proxy = proxy.kubeconfig(&scratch_dir(HOME));
         let a = Operator::start_with(HOME, config, &[], replica("a", through_proxy));
-        wait_role(&a, 1.0).await;
+        wait_role(&a, 1.0, LEASE * 5).await;
         let b = Operator::start_with(HOME, config, &[], replica("b", plane.kubeconfig()));
-        wait_role(&b, 0.0).await;
+        wait_role(&b, 0.0, LEASE * 5).await;
         Harness {
             client,
             proxy,
@@ -345,11 +345,11 @@ impl Harness {
                     self.a.signal("-STOP");
                     trap.release();
                     self.interrupted = true;
-                    wait_role(&self.b, 1.0).await;
+                    wait_role(&self.b, 1.0, LEASE * 5).await;
                     self.converged("the stall (b finishing)").await;
                     let resumed = k8s_openapi::jiff::Timestamp::now();
                     self.a.signal("-CONT");
-                    wait_role(&self.a, 0.0).await;
+                    wait_role(&self.a, 0.0, LEASE * 5).await;
                     let late = self.proxy.writes_since(resumed);
                     if !late.is_empty() {
                         let late: Vec<String> = late.iter().map(ToString::to_string).collect();
@@ -552,23 +552,6 @@ async fn namespace(client: &Client, name: &str) {
         )
         .await
         .unwrap();
-}
-
-async fn wait_role(op: &Operator, value: f64) {
-    wait_for(
-        if value == 1.0 {
-            "a leader"
-        } else {
-            "a ready standby"
-        },
-        LEASE * 5,
-        || async {
-            let leading = op.metric("kura_leader").await?;
-            let ready = op.get("/readyz").await?.0 == 200;
-            (leading == value && ready).then_some(())
-        },
-    )
-    .await
 }
 
 fn env_number(name: &str, default: u64) -> u64 {

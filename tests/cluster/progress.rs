@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, apply_acme, config, delete_shared_class, instance, shared_class};
 use crate::support::*;
 use kura_core::api::{KuraInstance, Phase};
 
@@ -127,13 +127,7 @@ async fn a_message_about_a_finished_step_does_not_outlive_it() {
     let pods: Api<Pod> = ns.api();
 
     // A new instance: created, then its pod waits for the kubelet.
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&instances).await;
     let (first, stamp) = applied_after(&instances, None).await;
     message_follows_the_rollout(&instances, &sts, &stamp).await;
     mark_pods_ready(&pods).await;
@@ -164,9 +158,7 @@ async fn a_message_about_a_finished_step_does_not_outlive_it() {
     let ready = ready_soon(&instances).await;
     assert_eq!(ready.applied_revision.as_deref(), Some(second.as_str()));
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// Refreshes of counts alone are rationed across the fleet
@@ -257,7 +249,5 @@ async fn count_refreshes_are_rationed_across_the_fleet_and_none_is_lost() {
         "eight refreshes due together at one every 5 s: some are held back (held {held})"
     );
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

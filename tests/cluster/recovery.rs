@@ -8,7 +8,9 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, ready_instance, shared_class, wait_ready};
+use crate::operator::{
+    Operator, apply_acme, config, delete_shared_class, ready_instance, shared_class, wait_ready,
+};
 use crate::support::*;
 use kura_core::api::{KuraInstance, Phase};
 
@@ -74,13 +76,7 @@ async fn crash_between_apply_and_status_write_recovers() {
         &[("KURA_FAULT_EXIT_AFTER_APPLY", "1")],
     );
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&instances).await;
     let exit = op.wait_exit(Duration::from_secs(60)).await;
     assert_eq!(exit.code(), Some(137), "the fault hook fired");
     let sts: Api<StatefulSet> = ns.api();
@@ -104,9 +100,7 @@ async fn crash_between_apply_and_status_write_recovers() {
     );
     let all = sts.list(&ListParams::default()).await.unwrap();
     assert_eq!(all.items.len(), 1, "no duplicate workload");
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// A crash between the apply of a change and its status write: the children

@@ -9,7 +9,9 @@ use std::time::Duration;
 use kube::api::Api;
 
 use crate::api_proxy::ApiProxy;
-use crate::operator::{Operator, Options, config, converged_count, create_fleet, shared_class};
+use crate::operator::{
+    Operator, Options, config, converged_count, create_fleet, delete_shared_class, shared_class,
+};
 use crate::support::*;
 use kura_core::api::KuraInstance;
 
@@ -72,7 +74,5 @@ async fn a_restarted_operator_writes_nothing_to_a_converged_fleet() {
     assert!(proxy.writes_since(since.parse().unwrap()).is_empty());
     assert_eq!(converged_count(&instances, None).await, N);
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

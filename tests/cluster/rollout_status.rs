@@ -10,8 +10,10 @@ use std::time::Duration;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-use crate::budget::{annotate, fleet_config};
-use crate::operator::{Operator, converged_count, create_fleet, shared_class};
+use crate::budget::annotate;
+use crate::operator::{
+    Operator, converged_count, create_fleet, delete_shared_class, fleet_config, shared_class,
+};
 use crate::support::*;
 use kura_core::api::{KuraInstance, Phase};
 
@@ -96,9 +98,7 @@ async fn fleet(
 
 async fn delete_class(ns: &TestNamespace) {
     let classes: Api<k8s_openapi::api::networking::v1::IngressClass> = Api::all(ns.client.clone());
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, ns).await;
 }
 
 /// The operator has read the new configuration for every instance: each

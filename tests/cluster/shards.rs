@@ -17,18 +17,16 @@ mod pace;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, Options, instance};
+use crate::operator::{Operator, Options, fleet_config, instance};
 use crate::support::*;
 use futures::StreamExt;
 use kube::runtime::watcher;
@@ -165,19 +163,14 @@ impl Bench {
     /// Every instance's status, by `namespace/name`.
     async fn statuses(&self) -> BTreeMap<String, KuraInstanceStatus> {
         let all: Api<KuraInstance> = Api::all(self.client.clone());
-        let list = all.list(&ListParams::default()).await;
-        list.map(|l| l.items)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| {
-                let key = format!(
-                    "{}/{}",
-                    i.metadata.namespace.unwrap_or_default(),
-                    i.metadata.name.unwrap_or_default()
-                );
-                (key, i.status.unwrap_or_default())
-            })
-            .collect()
+        crate::operator::statuses_by(&all, |i| {
+            format!(
+                "{}/{}",
+                i.metadata.namespace.clone().unwrap_or_default(),
+                i.metadata.name.clone().unwrap_or_default()
+            )
+        })
+        .await
     }
 
     /// Every instance Ready on its desired revision, none on the revision
@@ -267,13 +260,6 @@ async fn create(client: &Client, namespace: &serde_json::Value) {
 /// The operator configuration: region r1 on the plane's shared class, with
 /// pod memory `memory` (a change of it changes every pod template) and a
 /// rollout section.
-fn fleet_config(memory: &str, rollout: &str) -> String {
-    format!(
-        "{}    defaultResources:\n      requests: {{memory: {memory}}}\nrollout:\n{rollout}",
-        crate::operator::config(HOME, "host", "example.com/none")
-    )
-}
-
 /// The rollout section of the budget's tests: one instance at a time.
 const ONE_AT_A_TIME: &str = "  maxUnavailable: 1\n  progressDeadline: 10m\n";
 
@@ -289,7 +275,7 @@ async fn paced(
         name,
         offset,
         per_shard,
-        fleet_config("256Mi", ONE_AT_A_TIME),
+        fleet_config(HOME, "256Mi", ONE_AT_A_TIME),
     )
     .await;
     bench.delay_readiness("2s").await;
@@ -301,7 +287,7 @@ async fn paced(
 /// The operator's change of every pod template (the pods' memory), given to
 /// both replicas; when.
 fn change_every_pod(a: &Operator, b: &Operator) -> Instant {
-    let change = fleet_config("320Mi", ONE_AT_A_TIME);
+    let change = fleet_config(HOME, "320Mi", ONE_AT_A_TIME);
     let started = Instant::now();
     a.set_config(&change);
     b.set_config(&change);
@@ -459,49 +445,6 @@ fn written_twice(writes: &[Write]) -> BTreeMap<String, Vec<String>> {
 /// Now, as the audit log writes it.
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
-}
-
-/// StatefulSets of the whole plane not fully Ready now.
-async fn unavailable(client: &Client) -> Option<usize> {
-    let list = Api::<StatefulSet>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .ok()?;
-    let down = list.items.iter().filter(|s| {
-        let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
-        let status = s.status.clone().unwrap_or_default();
-        status.ready_replicas.unwrap_or(0) < want || status.updated_replicas.unwrap_or(0) < want
-    });
-    Some(down.count())
-}
-
-/// The most StatefulSets of the plane unavailable at once while it runs.
-struct MostUnavailable {
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<usize>,
-}
-
-impl MostUnavailable {
-    fn start(client: Client) -> MostUnavailable {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut max = 0;
-            while !stopped.load(Ordering::Relaxed) {
-                if let Some(n) = unavailable(&client).await {
-                    max = max.max(n);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
-            }
-            max
-        });
-        MostUnavailable { stop, task }
-    }
-
-    async fn stop(self) -> usize {
-        self.stop.store(true, Ordering::Relaxed);
-        self.task.await.unwrap()
-    }
 }
 
 /// Each instance's rollout record as a watch of the test sees it, with when.

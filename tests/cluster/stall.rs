@@ -11,7 +11,7 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class, wait_ready};
 use crate::support::*;
 use kura_core::api::{KuraInstance, Phase};
 
@@ -224,7 +224,5 @@ async fn rejected_apply_stalls_without_hot_loop_and_recovers_on_fix() {
     })
     .await;
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::admission_fakes;
-use crate::operator::{instance, scenario};
+use crate::operator::{apply_acme, scenario};
 use crate::support::*;
 use kura_core::api::Phase;
 
@@ -40,13 +40,7 @@ async fn an_administrator_clearing_retry_gets_an_immediate_retry() {
             .then_some(())
     })
     .await;
-    apply_json(
-        instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(instances).await;
     let stalled = wait_for("the instance to stall", T, || async {
         let s = instances.get("acme").await.ok()?.status?;
         (s.phase == Some(Phase::Stalled)).then_some(s)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::Api;
 
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class, wait_ready};
 use crate::support::*;
 use kura_core::api::{ConditionStatus, KuraInstance};
 
@@ -107,7 +107,5 @@ async fn a_new_region_storage_class_never_stalls_a_running_instance() {
             .any(|c| c.type_ == "StorageChangePending")
     );
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

@@ -202,6 +202,18 @@ where
     }
 }
 
+/// Waits until `api` has no `name` (a failed read counts as not yet), or
+/// fails with `what` after `timeout`.
+pub async fn wait_gone<K>(what: &str, timeout: Duration, api: &Api<K>, name: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(what, timeout, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+}
+
 /// Server-side apply of a JSON manifest with the given field manager.
 pub async fn apply_json<K>(
     api: &Api<K>,
@@ -503,4 +515,78 @@ impl Drop for PrivatePlane {
             .output();
         let _ = std::fs::remove_dir_all(&self.state);
     }
+}
+
+/// The StatefulSets `sts` lists whose pods are not all Ready and updated now,
+/// by name; `None` when the list fails.
+pub async fn unavailable(
+    sts: &Api<k8s_openapi::api::apps::v1::StatefulSet>,
+) -> Option<Vec<String>> {
+    let list = sts.list(&kube::api::ListParams::default()).await.ok()?;
+    Some(
+        list.items
+            .into_iter()
+            .filter(|s| {
+                let want = s.spec.as_ref().and_then(|x| x.replicas).unwrap_or(1);
+                let status = s.status.clone().unwrap_or_default();
+                status.ready_replicas.unwrap_or(0) < want
+                    || status.updated_replicas.unwrap_or(0) < want
+            })
+            .filter_map(|s| s.metadata.name)
+            .collect(),
+    )
+}
+
+/// Samples [`unavailable`] every 200 ms until finished; keeps the highest
+/// count seen (only among `watched`, when given).
+pub struct MostUnavailable {
+    max: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MostUnavailable {
+    pub fn start(
+        sts: Api<k8s_openapi::api::apps::v1::StatefulSet>,
+        watched: Option<Vec<String>>,
+    ) -> MostUnavailable {
+        use std::sync::atomic::Ordering;
+        let max = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (m, s) = (max.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(names) = unavailable(&sts).await {
+                    let n = names
+                        .iter()
+                        .filter(|n| watched.as_ref().is_none_or(|w| w.contains(n)))
+                        .count();
+                    m.fetch_max(n, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await; // the sampling period
+            }
+        });
+        MostUnavailable { max, stop, task }
+    }
+
+    /// The highest count seen, once the sampling has stopped.
+    pub async fn finish(self) -> usize {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        self.max.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs `cmd` with `input` on its standard input (closed once written) and
+/// waits for it to exit; `what` says what failed to start.
+pub fn run_with_input(
+    cmd: &mut std::process::Command,
+    input: &[u8],
+    what: &str,
+) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd.stdin(std::process::Stdio::piped()).spawn().expect(what);
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
 }

@@ -14,7 +14,7 @@ use kube::api::Api;
 use serde_json::Value;
 
 use self::receiver::{Received, Receiver, attribute, hex};
-use crate::operator::{Operator, config, instance, shared_class, wait_ready};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class, wait_ready};
 use crate::support::{TestNamespace, apply_json, wait_for};
 use k8s_openapi::api::networking::v1::IngressClass;
 use kura_core::api::{KuraInstance, KuraInstanceStatus};
@@ -194,9 +194,7 @@ async fn a_reconcile_is_a_trace_of_its_steps_named_in_the_log_and_the_histogram(
     )
     .await;
     assert_eq!(exporter_threads(op.pid()), 1);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 #[tokio::test]
@@ -244,9 +242,7 @@ async fn a_fleet_rollout_links_its_instances_reconciles_to_one_trace() {
             Some(fleet_revision.as_str())
         );
     }
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// Runs an instance to Ready and two more passes under `env`, then checks
@@ -272,9 +268,7 @@ async fn untraced(prefix: &str, env: &[(&'static str, String)], receiver: Option
     if let Some(receiver) = receiver {
         assert_eq!(receiver.requests(), 0);
     }
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 #[tokio::test]

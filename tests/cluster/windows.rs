@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class};
 use crate::support::*;
 use kura_core::api::{ConditionStatus, KuraInstance, KuraInstanceStatus, Phase};
 
@@ -107,6 +107,21 @@ struct Setup {
 }
 
 impl Setup {
+    /// The message of the namespace's first Event with `reason`, if any yet.
+    async fn event_note(&self, reason: &str) -> Option<String> {
+        let events = self
+            .ns
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        events
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .and_then(|e| e.message)
+    }
+
     async fn new(prefix: &str, rollout: &str, instances: Vec<serde_json::Value>) -> Setup {
         let ns = TestNamespace::new(prefix).await;
         let classes = shared_class(&ns).await;
@@ -136,10 +151,7 @@ impl Setup {
 
     async fn finish(self) {
         drop(self.op);
-        let _ = self
-            .classes
-            .delete(&format!("shared-{}", self.ns.name), &Default::default())
-            .await;
+        delete_shared_class(&self.classes, &self.ns).await;
     }
 }
 
@@ -349,17 +361,8 @@ async fn a_deadline_overrides_the_window() {
         waited >= SignedDuration::from_secs(20) && waited < SignedDuration::from_secs(120),
         "applied after {waited:?}"
     );
-    let note = wait_for("the WindowDeadlinePassed Event", T, || async {
-        let events =
-            s.ns.api::<Event>()
-                .list(&ListParams::default())
-                .await
-                .ok()?;
-        events
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("WindowDeadlinePassed"))
-            .and_then(|e| e.message)
+    let note = wait_for("the WindowDeadlinePassed Event", T, || {
+        s.event_note("WindowDeadlinePassed")
     })
     .await;
     assert!(note.contains("rollout.windowDeadline"), "{note}");
@@ -422,19 +425,7 @@ async fn an_expired_pause_resumes_with_an_event() {
     assert_eq!(status(&s.instances, "a").await.applied_revision, before);
     wait_moved(&s.instances, "a", &before).await;
     assert!(Timestamp::now() >= until);
-    let note = wait_for("the PauseExpired Event", T, || async {
-        let events =
-            s.ns.api::<Event>()
-                .list(&ListParams::default())
-                .await
-                .ok()?;
-        events
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("PauseExpired"))
-            .and_then(|e| e.message)
-    })
-    .await;
+    let note = wait_for("the PauseExpired Event", T, || s.event_note("PauseExpired")).await;
     assert!(
         note.contains("alice") && note.contains("customer migration"),
         "{note}"
@@ -590,16 +581,8 @@ async fn a_bad_window_is_refused_at_admission_and_an_unknown_zone_is_invalid() {
         "{message}"
     );
     wait_for("the InvalidSpec Event", T, || async {
-        let events =
-            s.ns.api::<Event>()
-                .list(&ListParams::default())
-                .await
-                .ok()?;
-        events
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("InvalidSpec"))
-            .and_then(|e| e.message)
+        s.event_note("InvalidSpec")
+            .await
             .filter(|m| m.contains("timeZone"))
     })
     .await;

@@ -9,7 +9,9 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::{diff, write};
-use crate::operator::{NO_ENDPOINT_CHECK, Operator, converged_count, instance, shared_class};
+use crate::operator::{
+    NO_ENDPOINT_CHECK, Operator, converged_count, delete_shared_class, instance, shared_class,
+};
 use crate::ops::scratch_dir;
 use crate::support::*;
 use kura_core::api::{KuraGateway, KuraInstance, Phase};
@@ -279,7 +281,5 @@ async fn diff_of_a_config_edit_lists_exactly_what_the_operator_then_writes() {
     assert_eq!(after["summary"]["invalid"], 1, "{out}");
     assert_eq!(code, 1);
     drop(op);
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::*;
 use crate::operator::{Operator, config, instance, shared_class, wait_ready};
-use crate::support::{TestNamespace, apply_json, wait_for};
+use crate::support::{TestNamespace, apply_json, wait_for, wait_gone};
 use kura_core::api::{ConditionStatus, KuraGateway, KuraInstance, Phase};
 use kura_core::names;
 
@@ -62,10 +62,11 @@ async fn a_hand_made_gateway_is_served_and_never_collected() {
         .delete("acme", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(
+    wait_gone(
         "the operator's unused gateway to be collected",
         T,
-        || async { gateways.get_opt(&own).await.ok()?.is_none().then_some(()) },
+        &gateways,
+        &own,
     )
     .await;
 
@@ -86,10 +87,11 @@ async fn a_hand_made_gateway_is_served_and_never_collected() {
         .delete("edge", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(
+    wait_gone(
         "the deleted hand-made gateway's class to be collected",
         T,
-        || async { classes.get_opt(&class).await.ok()?.is_none().then_some(()) },
+        &classes,
+        &class,
     )
     .await;
 }
@@ -196,20 +198,15 @@ async fn a_paused_instance_keeps_its_gateway_across_a_region_change() {
         .await
         .unwrap();
     wait_for("p to move to the shared class", T, || on_shared("p")).await;
-    wait_for("the gateway nothing uses to be collected", T, || async {
-        gateways
-            .get_opt(&gateway)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    wait_gone(
+        "the gateway nothing uses to be collected",
+        T,
+        &gateways,
+        &gateway,
+    )
     .await;
     let classes: Api<IngressClass> = Api::all(ns.client.clone());
-    wait_for("its class to be collected", T, || async {
-        classes.get_opt(&class).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone("its class to be collected", T, &classes, &class).await;
     // So is its ClusterRoleBinding (named as the class; nothing can own it),
     // and the garbage collector takes its ServiceAccount and RoleBinding.
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(ns.client.clone());

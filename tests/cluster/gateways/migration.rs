@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::*;
 use crate::operator::{Operator, config, instance, wait_ready};
-use crate::support::{TestNamespace, apply_json, wait_for};
+use crate::support::{TestNamespace, apply_json, wait_for, wait_gone};
 use kura_core::api::{KuraGateway, KuraInstance};
 use kura_core::names;
 
@@ -30,25 +30,22 @@ async fn delete_namespace_and_wait(ns: &TestNamespace) {
         .delete(&ns.name, &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(
+    wait_gone(
         "the namespace to be deleted with the operator stopped",
         NAMESPACE_GONE,
-        || async {
-            namespaces
-                .get_opt(&ns.name)
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
+        &namespaces,
+        &ns.name,
     )
     .await;
 }
 
 async fn wait_class_collected(classes: &Api<IngressClass>, class: &str) {
-    wait_for("the deleted gateway's class to be collected", T, || async {
-        classes.get_opt(class).await.ok()?.is_none().then_some(())
-    })
+    wait_gone(
+        "the deleted gateway's class to be collected",
+        T,
+        classes,
+        class,
+    )
     .await;
 }
 

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::*;
 use crate::operator::{Operator, Options, config, instance, wait_ready};
-use crate::support::{TestNamespace, apply_json, wait_for};
+use crate::support::{TestNamespace, apply_json, create_namespace, wait_for, wait_gone};
 use kura_core::api::{KuraGateway, KuraInstance};
 use kura_core::names;
 
@@ -125,13 +125,16 @@ async fn a_tenant_cannot_get_another_namespaces_class_deleted_or_rewritten() {
     wait_ready(&a.api::<KuraInstance>(), "acme").await;
 }
 
-/// All-namespaces mode: one operator sees the victim, the tenant, and an
-/// instance of the victim's account in a third namespace.
-#[tokio::test]
-async fn a_tenant_cannot_claim_another_namespaces_class_from_an_all_namespaces_operator() {
-    let plane = private_plane("gw-tenancy", 0);
+/// A private plane `name` (the `index`th) with `namespaces`, and an operator
+/// there for all namespaces (its own is `<name>-all`).
+async fn all_namespaces(
+    name: &str,
+    index: u16,
+    namespaces: [&str; 2],
+) -> (PrivatePlane, Client, Operator) {
+    let plane = private_plane(name, index);
     let client = plane.client().await;
-    for ns in ["victim", "tenant"] {
+    for ns in namespaces {
         create_namespace(&client, ns).await;
     }
     let options = Options {
@@ -139,12 +142,20 @@ async fn a_tenant_cannot_claim_another_namespaces_class_from_an_all_namespaces_o
         all_namespaces: true,
         ..Options::default()
     };
-    let _op = Operator::start_with(
-        "gw-tenancy-all",
+    let op = Operator::start_with(
+        &format!("{name}-all"),
         &config("plane", "cloud", SIM),
         &[],
         options,
     );
+    (plane, client, op)
+}
+
+/// All-namespaces mode: one operator sees the victim, the tenant, and an
+/// instance of the victim's account in a third namespace.
+#[tokio::test]
+async fn a_tenant_cannot_claim_another_namespaces_class_from_an_all_namespaces_operator() {
+    let (_plane, client, _op) = all_namespaces("gw-tenancy", 0, ["victim", "tenant"]).await;
     let (gateway, class) = victim(&client, "victim").await;
     attack(&client, "tenant", &gateway, &class).await;
     assert_attack_failed(&client, "tenant", &gateway, &class).await;
@@ -155,22 +166,7 @@ async fn a_tenant_cannot_claim_another_namespaces_class_from_an_all_namespaces_o
 /// and its class are collected; `b`'s stay.
 #[tokio::test]
 async fn an_instance_of_another_namespace_does_not_keep_a_gateway() {
-    let plane = private_plane("gw-elsewhere", 1);
-    let client = plane.client().await;
-    for ns in ["a", "b"] {
-        create_namespace(&client, ns).await;
-    }
-    let options = Options {
-        kubeconfig: Some(plane.kubeconfig()),
-        all_namespaces: true,
-        ..Options::default()
-    };
-    let _op = Operator::start_with(
-        "gw-elsewhere-all",
-        &config("plane", "cloud", SIM),
-        &[],
-        options,
-    );
+    let (_plane, client, _op) = all_namespaces("gw-elsewhere", 1, ["a", "b"]).await;
     let (gateway, a_class) = victim(&client, "a").await;
     let (_, b_class) = victim(&client, "b").await;
     assert_ne!(a_class.metadata.name, b_class.metadata.name);
@@ -181,26 +177,16 @@ async fn an_instance_of_another_namespace_does_not_keep_a_gateway() {
         .await
         .unwrap();
     let a_gateways: Api<KuraGateway> = Api::namespaced(client.clone(), "a");
-    wait_for("a's unused gateway to be collected", T, || async {
-        a_gateways
-            .get_opt(&gateway)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    wait_gone(
+        "a's unused gateway to be collected",
+        T,
+        &a_gateways,
+        &gateway,
+    )
     .await;
     let classes: Api<IngressClass> = Api::all(client.clone());
     let a_class = a_class.metadata.name.unwrap();
-    wait_for("a's gateway class to be collected", T, || async {
-        classes
-            .get_opt(&a_class)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone("a's gateway class to be collected", T, &classes, &a_class).await;
     let b_gateways: Api<KuraGateway> = Api::namespaced(client.clone(), "b");
     assert!(
         b_gateways.get_opt(&gateway).await.unwrap().is_some(),

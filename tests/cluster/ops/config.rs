@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::*;
-use crate::operator::{Operator, config, shared_class};
+use crate::operator::{Operator, config, delete_shared_class, shared_class};
 use kura_core::api::KuraInstance;
 
 const INVALID: &str = "kura_config_reloads_total{result=\"invalid\"}";
@@ -163,9 +163,7 @@ async fn an_invalid_config_at_runtime_is_reported_and_the_last_valid_one_stays_i
         },
     )
     .await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// In namespaced mode the operator's pod may live outside the namespace it
@@ -311,7 +309,5 @@ async fn a_config_map_edit_reaches_the_operator_through_the_api() {
         good,
         "negative control: the file still holds the start-up configuration, so the change came through the API"
     );
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::*;
 use crate::api_proxy::ApiProxy;
-use crate::operator::{Operator, Options, config, sample, shared_class};
+use crate::operator::{Operator, Options, config, delete_shared_class, sample, shared_class};
 use kura_core::api::KuraInstance;
 
 const INSTANCE: &str = "{controller=\"kurainstance\"}";
@@ -144,7 +144,5 @@ async fn conventional_families_follow_reconciles_and_show_a_hung_reconcile_and_w
     proxy.stall(None);
     wait_series(&op, &oldest, "back to 0", |v| v == 0.0).await;
     wait_series(&op, &fresh("statefulsets"), "< 10 again", |v| v < 10.0).await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

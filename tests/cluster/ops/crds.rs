@@ -170,14 +170,12 @@ async fn an_older_crd_holds_the_operator_until_the_current_one_is_applied() {
     crate::operator::sim_class(&client, &format!("shared-{ns}")).await;
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
     let _ = instances.delete("acme", &DeleteParams::default()).await;
-    wait_for("no instance left", Duration::from_secs(30), || async {
-        instances
-            .get_opt("acme")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    wait_gone(
+        "no instance left",
+        Duration::from_secs(30),
+        &instances,
+        "acme",
+    )
     .await;
     instances
         .create(

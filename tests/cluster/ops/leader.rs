@@ -9,7 +9,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
 use super::*;
-use crate::operator::{Operator, Options, config, instance, shared_class};
+use crate::operator::{
+    Operator, Options, config, delete_shared_class, instance, shared_class, wait_role,
+};
 use kura_core::api::KuraInstance;
 
 /// The chart's default.
@@ -28,21 +30,6 @@ fn replica(ns: &TestNamespace, name: &str) -> Operator {
     )
 }
 
-/// Waits until `op` reports `leader` = `value` and is ready.
-async fn wait_role(op: &Operator, value: f64, timeout: Duration) {
-    let role = if value == 1.0 {
-        "leader"
-    } else {
-        "ready standby"
-    };
-    wait_for(role, timeout, || async {
-        let leading = op.metric("kura_leader").await?;
-        let ready = op.get("/readyz").await?.0 == 200;
-        (leading == value && ready).then_some(())
-    })
-    .await
-}
-
 async fn holder(ns: &TestNamespace) -> Option<String> {
     let lease = ns.api::<Lease>().get_opt("kura-operator").await.ok()??;
     lease.spec?.holder_identity
@@ -59,11 +46,48 @@ async fn reconciles(op: &Operator) -> f64 {
 
 /// Two replicas, `a` leading and `b` a ready standby.
 async fn pair(ns: &TestNamespace) -> (Operator, Operator) {
-    let a = replica(ns, "a");
+    pair_of(|name| replica(ns, name)).await
+}
+
+/// Two replicas started by `start`, `a` leading and `b` a ready standby.
+async fn pair_of(start: impl Fn(&str) -> Operator) -> (Operator, Operator) {
+    let a = start("a");
     wait_role(&a, 1.0, Duration::from_secs(60)).await;
-    let b = replica(ns, "b");
+    let b = start("b");
     wait_role(&b, 0.0, Duration::from_secs(60)).await;
     (a, b)
+}
+
+/// Both replicas' roles, sampled every `period` until `window` has passed
+/// since `from`.
+struct Roles {
+    samples: usize,
+    /// Samples in which both led.
+    both: usize,
+    /// Samples in which `b` led.
+    b_led: usize,
+}
+
+async fn sample_roles(
+    a: &Operator,
+    b: &Operator,
+    from: Instant,
+    window: Duration,
+    period: Duration,
+) -> Roles {
+    let mut roles = Roles {
+        samples: 0,
+        both: 0,
+        b_led: 0,
+    };
+    while from.elapsed() < window {
+        let (la, lb) = (a.metric("kura_leader").await, b.metric("kura_leader").await);
+        roles.both += usize::from(la == Some(1.0) && lb == Some(1.0));
+        roles.b_led += usize::from(lb == Some(1.0));
+        roles.samples += 1;
+        tokio::time::sleep(period).await;
+    }
+    roles
 }
 
 #[tokio::test]
@@ -121,9 +145,7 @@ async fn only_the_leader_writes_and_a_standby_takes_over_after_a_kill() {
         b.log()
     );
     assert_eq!(holder(&ns).await.map(|h| b.log().contains(&h)), Some(true));
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 #[tokio::test]
@@ -153,6 +175,23 @@ async fn graceful_shutdown_releases_the_lease_for_an_immediate_take_over() {
 /// Short, so the stall scenario takes seconds: renew every 1 s, renew
 /// deadline 4 s, a standby takes over after 6 s.
 const SHORT_LEASE: Duration = Duration::from_secs(6);
+
+/// Two replicas on [`SHORT_LEASE`], `a` leading (through `a_kubeconfig`,
+/// when given) and `b` a ready standby.
+async fn short_pair(
+    ns: &TestNamespace,
+    a_kubeconfig: Option<std::path::PathBuf>,
+) -> (Operator, Operator) {
+    pair_of(|name| {
+        let kubeconfig = if name == "a" {
+            a_kubeconfig.clone()
+        } else {
+            None
+        };
+        short_replica(ns, name, kubeconfig)
+    })
+    .await
+}
 
 fn short_replica(
     ns: &TestNamespace,
@@ -187,10 +226,7 @@ async fn a_leader_whose_lease_requests_hang_stops_before_a_standby_takes_over() 
     let ns = TestNamespace::new("ops-lease-stall").await;
     let classes = shared_class(&ns).await;
     let proxy = ApiProxy::start().await;
-    let a = short_replica(&ns, "a", Some(proxy.kubeconfig(&scratch_dir(&ns.name))));
-    wait_role(&a, 1.0, Duration::from_secs(60)).await;
-    let b = short_replica(&ns, "b", None);
-    wait_role(&b, 0.0, Duration::from_secs(60)).await;
+    let (a, b) = short_pair(&ns, Some(proxy.kubeconfig(&scratch_dir(&ns.name)))).await;
     let instances: Api<KuraInstance> = ns.api();
     let before = create_acme(&instances, Duration::from_secs(90)).await;
     // Positive control: the proxy sees the leader's applies.
@@ -277,9 +313,7 @@ async fn a_leader_whose_lease_requests_hang_stops_before_a_standby_takes_over() 
         "a wrote after b took over at {takeover}:\n{}",
         late.join("\n")
     );
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// Deleting the Lease by hand (an administrator's cleanup, a namespace
@@ -298,17 +332,15 @@ async fn deleting_the_lease_by_hand_never_gives_two_leaders() {
         .await
         .unwrap();
     let deleted = Instant::now();
-    let mut both = 0;
-    let mut samples = 0;
     // Past a whole lease duration: the window in which a standby could take over.
-    while deleted.elapsed() < LEASE + Duration::from_secs(5) {
-        let (la, lb) = (a.metric("kura_leader").await, b.metric("kura_leader").await);
-        if la == Some(1.0) && lb == Some(1.0) {
-            both += 1;
-        }
-        samples += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await; // the sampling period
-    }
+    let Roles { samples, both, .. } = sample_roles(
+        &a,
+        &b,
+        deleted,
+        LEASE + Duration::from_secs(5),
+        Duration::from_millis(100),
+    )
+    .await;
     assert!(samples > 50, "sampled the whole window: {samples}");
     assert_eq!(
         both, 0,
@@ -340,10 +372,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_resumes() {
     let ns = TestNamespace::new("ops-lease-sigstop").await;
     let classes = shared_class(&ns).await;
     let proxy = ApiProxy::start().await;
-    let a = short_replica(&ns, "a", Some(proxy.kubeconfig(&scratch_dir(&ns.name))));
-    wait_role(&a, 1.0, Duration::from_secs(60)).await;
-    let b = short_replica(&ns, "b", None);
-    wait_role(&b, 0.0, Duration::from_secs(60)).await;
+    let (a, b) = short_pair(&ns, Some(proxy.kubeconfig(&scratch_dir(&ns.name)))).await;
     let instances: Api<KuraInstance> = ns.api();
     create_fleet(&instances, "i", FLEET).await;
     wait_for(
@@ -408,9 +437,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_resumes() {
         FLEET,
         "every instance still Ready on the new revision"
     );
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// A standby that could not read for longer than a lease duration (stopped)
@@ -422,10 +449,7 @@ async fn a_leader_stopped_past_its_lease_writes_nothing_when_it_resumes() {
 #[tokio::test]
 async fn a_standby_resumed_after_a_stall_never_takes_a_lease_deleted_by_hand() {
     let ns = TestNamespace::new("ops-lease-standby-stall").await;
-    let a = short_replica(&ns, "a", None);
-    wait_role(&a, 1.0, Duration::from_secs(60)).await;
-    let b = short_replica(&ns, "b", None);
-    wait_role(&b, 0.0, Duration::from_secs(60)).await;
+    let (a, b) = short_pair(&ns, None).await;
     let leases = ns.api::<Lease>();
     let renewed = |lease: Lease| lease.spec.and_then(|s| s.renew_time).map(|t| t.0);
 
@@ -449,14 +473,11 @@ async fn a_standby_resumed_after_a_stall_never_takes_a_lease_deleted_by_hand() {
         .unwrap();
     b.signal("-CONT");
     let resumed = Instant::now();
-    let (mut both, mut samples, mut b_led) = (0, 0, 0);
-    while resumed.elapsed() < SHORT_LEASE * 2 {
-        let (la, lb) = (a.metric("kura_leader").await, b.metric("kura_leader").await);
-        both += usize::from(la == Some(1.0) && lb == Some(1.0));
-        b_led += usize::from(lb == Some(1.0));
-        samples += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await; // the sampling period
-    }
+    let Roles {
+        samples,
+        both,
+        b_led,
+    } = sample_roles(&a, &b, resumed, SHORT_LEASE * 2, Duration::from_millis(50)).await;
     assert!(samples > 50, "sampled the whole window: {samples}");
     assert_eq!(
         both,

@@ -8,7 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::operator::{Operator, config, instance, shared_class};
+use crate::operator::{Operator, config, delete_shared_class, instance, shared_class};
 use kura_core::api::KuraInstance;
 
 const LITERAL: &str = "literal-env-value-never-logged";
@@ -74,7 +74,5 @@ async fn json_reconcile_lines_name_the_instance_and_env_values_stay_out() {
         assert!(root["revision"].is_string(), "{line}");
         assert!(root["origin"].is_string(), "{line}");
     }
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

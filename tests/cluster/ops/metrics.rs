@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::*;
-use crate::operator::{Operator, config, shared_class};
+use crate::operator::{Operator, config, delete_shared_class, shared_class};
 use kura_core::api::KuraInstance;
 
 const APPLIED: &str = "kura_reconciles_total{result=\"applied\"}";
@@ -121,7 +121,5 @@ async fn metrics_count_initial_forced_drift_and_prune() {
         },
     )
     .await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }

@@ -17,7 +17,9 @@ use kube::api::{Api, ListParams};
 use super::*;
 use crate::chart::ClusterScopedCleanup;
 use crate::chart::rbac::{access, allowed, apply_chart_rbac, wait_allowed};
-use crate::operator::{Operator, Options, config, instance, shared_class, wait_ready};
+use crate::operator::{
+    Operator, Options, apply_acme, config, delete_shared_class, shared_class, wait_ready,
+};
 use kura_core::api::KuraInstance;
 
 #[tokio::test]
@@ -83,13 +85,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
     .await;
     assert_eq!(standby.metric("kura_leader").await, Some(0.0));
     let instances: Api<KuraInstance> = ns.api();
-    apply_json(
-        &instances,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&instances).await;
     let status = wait_ready(&instances, "acme").await;
     assert!(
         status.inventory.iter().any(|e| e.kind == "KuraGateway"),
@@ -135,9 +131,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
         other => panic!("Secrets must be forbidden, got {other:?}"),
     }
     gateway_has_its_rights_and_no_more(&ns, &kura_core::names::gateway("acme", "r1")).await;
-    let _ = classes
-        .delete(&format!("shared-{}", ns.name), &Default::default())
-        .await;
+    delete_shared_class(&classes, &ns).await;
 }
 
 /// The dedicated gateway's ServiceAccount, as the operator bound it to the

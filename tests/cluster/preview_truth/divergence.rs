@@ -10,8 +10,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{Bench, config_yaml, predicted, shown, written};
-use crate::operator::{instance, wait_ready};
-use crate::support::{apply_json, wait_for};
+use crate::operator::{apply_acme, instance, wait_ready};
+use crate::support::{apply_json, wait_for, wait_gone};
 use kura_core::api::KuraInstance;
 
 const T: Duration = Duration::from_secs(120);
@@ -121,24 +121,12 @@ async fn divergence_b_a_host_held_in_another_namespace_is_applied_nowhere() {
     }
     let holder: Api<KuraInstance> = Api::namespaced(bench.client.clone(), "host-a");
     let asker: Api<KuraInstance> = Api::namespaced(bench.client.clone(), "host-b");
-    apply_json(
-        &holder,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&holder).await;
     wait_ready(&holder, "acme").await;
     bench.converge(1, "the holder").await;
 
     bench.pause();
-    apply_json(
-        &asker,
-        "test",
-        instance("acme", "registry.example/kura:1.0.0"),
-    )
-    .await
-    .unwrap();
+    apply_acme(&asker).await;
     let since = jiff::Timestamp::now();
     let scope = set(&["host-a", "host-b"]);
     let (n_report, n_text) = preview(&bench, &["-n", "host-b"], &scope);
@@ -230,10 +218,7 @@ async fn divergence_c_a_name_taken_by_someone_elses_service_is_written_nowhere()
         .delete("foo", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the Service to be gone", T, || async {
-        services.get_opt("foo").await.ok()?.is_none().then_some(())
-    })
-    .await;
+    wait_gone("the Service to be gone", T, &services, "foo").await;
     services
         .create(&PostParams::default(), &users_service())
         .await

@@ -10,11 +10,11 @@ use super::*;
 #[tokio::test]
 async fn the_budget_bounds_the_whole_fleet_across_replicas() {
     let (bench, a, b, first) = paced("shards-budget", 32, 2).await;
-    let sampler = MostUnavailable::start(bench.client.clone());
+    let sampler = MostUnavailable::start(Api::all(bench.client.clone()), None);
     let since = now();
     let started = change_every_pod(&a, &b);
     bench.converged(&first, Duration::from_secs(300)).await;
-    let max = sampler.stop().await;
+    let max = sampler.finish().await;
     let n = bench.namespaces.len();
     eprintln!(
         "maxUnavailable 1 over {n} instances in 4 shards on 2 replicas: {:?}, at most {max} unavailable at once",

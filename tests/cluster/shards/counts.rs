@@ -67,7 +67,7 @@ async fn replicas_of_two_shard_counts_act_for_nothing_until_one_count_is_gone() 
         "shards-count",
         41,
         1,
-        fleet_config("256Mi", "  maxUnavailable: 100%\n"),
+        fleet_config(HOME, "256Mi", "  maxUnavailable: 100%\n"),
     )
     .await;
     let a = replica_of(&bench, "a", 2);

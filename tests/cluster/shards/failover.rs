@@ -13,7 +13,7 @@ use super::*;
 
 #[tokio::test]
 async fn two_replicas_share_the_shards_and_a_killed_ones_are_taken_over_during_a_fleet_change() {
-    let bench = Bench::start("shards-fail", 30, 2, fleet_config("256Mi", ROLLOUT)).await;
+    let bench = Bench::start("shards-fail", 30, 2, fleet_config(HOME, "256Mi", ROLLOUT)).await;
     let filtered = failover(&bench).await;
     assert!(!filtered, "this plane's apiserver has no shard filter");
 }
@@ -24,7 +24,7 @@ async fn with_the_apiservers_shard_filter_a_killed_replicas_shards_are_listed_th
         ("KURA_FEATURE_GATES", "ShardedListAndWatch=true".to_string()),
         ("KURA_AUDIT_READS", "1".to_string()),
     ];
-    let config = fleet_config("256Mi", ROLLOUT);
+    let config = fleet_config(HOME, "256Mi", ROLLOUT);
     let bench = Bench::start_on(
         "shards-srv",
         PrivatePlane::with_env("shards-srv", 34, gates.into()),
@@ -99,7 +99,7 @@ async fn failover(bench: &Bench) -> bool {
     assert!(creation.iter().any(|w| w.replica == "a") && creation.iter().any(|w| w.replica == "b"));
 
     // The fleet change, then kill -9 of `a` while it is under way.
-    let change = fleet_config("320Mi", ROLLOUT);
+    let change = fleet_config(HOME, "320Mi", ROLLOUT);
     let since = now();
     a.set_config(&change);
     b.set_config(&change);

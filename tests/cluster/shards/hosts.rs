@@ -18,7 +18,7 @@ async fn one_host_asked_for_in_two_shards_goes_to_one_instance_across_a_failover
         "shards-hosts",
         35,
         1,
-        fleet_config("256Mi", "  maxUnavailable: 1\n"),
+        fleet_config(HOME, "256Mi", "  maxUnavailable: 1\n"),
     )
     .await;
     let (mut a, mut b, held) = bench.two_replicas().await;

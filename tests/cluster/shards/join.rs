@@ -15,7 +15,7 @@ async fn a_joining_replica_takes_shards_without_a_pause_of_the_others() {
             "shards-join",
             31,
             1,
-            fleet_config("256Mi", "  maxUnavailable: 1\n"),
+            fleet_config(HOME, "256Mi", "  maxUnavailable: 1\n"),
         )
         .await,
     );

@@ -60,11 +60,11 @@ async fn a_forged_ledger_neither_breaks_the_budget_nor_wedges_the_rollout() {
 
     forge(&bench).await;
     let (timeline, watch) = follow(bench.client.clone());
-    let sampler = MostUnavailable::start(bench.client.clone());
+    let sampler = MostUnavailable::start(Api::all(bench.client.clone()), None);
     let started = change_every_pod(&a, &b);
     bench.converged(&first, Duration::from_secs(240)).await;
     let took = started.elapsed();
-    let max = sampler.stop().await;
+    let max = sampler.finish().await;
     watch.abort();
     let admitted = timeline
         .lock()
@@ -103,11 +103,13 @@ const PROMPT: Duration = Duration::from_secs(30);
 /// Long enough to see how long the slot was held before the fix (119 s).
 const MEASURE: Duration = Duration::from_secs(150);
 
-/// The budget's ledger as `entries` (`(key, uid, at)`), written by hand.
-async fn write_ledger(bench: &Bench, entries: &[(String, String, Timestamp)]) {
-    let entries: Vec<serde_json::Value> = entries
+/// The budget's ledger written by hand: an entry for each of `instances`
+/// (`(key, uid)`), dated as `dated` in turn.
+async fn write_ledger(bench: &Bench, instances: &[(String, String)], dated: &[Timestamp]) {
+    let entries: Vec<serde_json::Value> = instances
         .iter()
-        .map(|(key, uid, at)| json!({"key": key, "uid": uid, "at": at.to_string()}))
+        .zip(dated)
+        .map(|((key, uid), at)| json!({"key": key, "uid": uid, "at": at.to_string()}))
         .collect();
     let ledgers: Api<ConfigMap> = Api::namespaced(bench.client.clone(), HOME);
     let _ = ledgers.delete(LEDGER, &Default::default()).await;
@@ -144,10 +146,28 @@ async fn ledger_text(bench: &Bench) -> String {
     data.remove("entries").unwrap_or_default()
 }
 
-/// `namespace/i-<k>` and the uid of that instance, from `patched`.
-fn key_and_uid(k: usize, patched: &KuraInstance) -> (String, String) {
+/// Instance `i-<k>` patched with `patch`: its key (`namespace/i-<k>`) and
+/// uid.
+async fn patch_instance(bench: &Bench, k: usize, patch: &serde_json::Value) -> (String, String) {
+    let api = bench.instances(&bench.namespaces[k].0);
+    let patched = api
+        .patch(
+            &format!("i-{k}"),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
     let ns = patched.metadata.namespace.clone().unwrap();
     (format!("{ns}/i-{k}"), patched.metadata.uid.clone().unwrap())
+}
+
+/// The ledger's text names none of `instances`' uids.
+async fn assert_left_out(bench: &Bench, instances: &[(String, String)]) {
+    let text = ledger_text(bench).await;
+    for (_, uid) in instances {
+        assert!(!text.contains(uid.as_str()), "{text}");
+    }
 }
 
 /// The issue's entry and its kin, by hand, with the real uids of their
@@ -161,26 +181,16 @@ async fn entries_of_paused_or_deleting_instances_or_dated_ahead_hold_no_slot() {
     let ns = |k: usize| bench.namespaces[k].0.clone();
     let pause = json!({"spec": {"paused": true, "pause": {"by": "test", "reason": "a hold"}}});
     let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
-    let params = PatchParams::default();
     let mut held = Vec::new();
     for (k, patch) in [(0, &pause), (1, &pause), (2, &hold)] {
-        let api = bench.instances(&ns(k));
-        let name = format!("i-{k}");
-        let patched = api.patch(&name, &params, &Patch::Merge(patch)).await;
-        held.push(key_and_uid(k, &patched.unwrap()));
+        held.push(patch_instance(&bench, k, patch).await);
     }
     let deleting = bench.instances(&ns(2));
     deleting.delete("i-2", &Default::default()).await.unwrap();
 
     let now = Timestamp::now();
     let ahead = now + SignedDuration::from_secs(59);
-    let dated = [ahead, now, now];
-    let entries: Vec<_> = held
-        .iter()
-        .zip(dated)
-        .map(|((key, uid), at)| (key.clone(), uid.clone(), at))
-        .collect();
-    write_ledger(&bench, &entries).await;
+    write_ledger(&bench, &held, &[ahead, now, now]).await;
 
     let (timeline, watch) = follow(bench.client.clone());
     let started = change_every_pod(&a, &b);
@@ -194,10 +204,7 @@ async fn entries_of_paused_or_deleting_instances_or_dated_ahead_hold_no_slot() {
          the last instance admitted after {admitted:?}"
     );
     // Its admission's write left none of them in the ledger.
-    let text = ledger_text(&bench).await;
-    for (_, uid) in &held {
-        assert!(!text.contains(uid.as_str()), "{text}");
-    }
+    assert_left_out(&bench, &held).await;
 }
 
 /// An entry dated more than the clocks' skew ahead is re-dated to the
@@ -213,13 +220,9 @@ async fn an_entry_dated_ahead_is_re_dated_when_read_not_counted_later() {
     let ns = |k: usize| bench.namespaces[k].0.clone();
     // The fleet's change (the regions' default request) does not reach them.
     let own = json!({"spec": {"resources": {"requests": {"memory": "256Mi"}}}});
-    let params = PatchParams::default();
     let mut unchanged = Vec::new();
     for k in [0, 1] {
-        let api = bench.instances(&ns(k));
-        let name = format!("i-{k}");
-        let patched = api.patch(&name, &params, &Patch::Merge(&own)).await;
-        unchanged.push(key_and_uid(k, &patched.unwrap()));
+        unchanged.push(patch_instance(&bench, k, &own).await);
     }
     for k in [0, 1] {
         let api = bench.instances(&ns(k));
@@ -241,12 +244,7 @@ async fn an_entry_dated_ahead_is_re_dated_when_read_not_counted_later() {
 
     let now = Timestamp::now();
     let dated = [now, now + SignedDuration::from_secs(59)];
-    let entries: Vec<_> = unchanged
-        .iter()
-        .zip(dated)
-        .map(|((key, uid), at)| (key.clone(), uid.clone(), at))
-        .collect();
-    write_ledger(&bench, &entries).await;
+    write_ledger(&bench, &unchanged, &dated).await;
 
     let (timeline, watch) = follow(bench.client.clone());
     let started = change_every_pod(&a, &b);
@@ -262,8 +260,5 @@ async fn an_entry_dated_ahead_is_re_dated_when_read_not_counted_later() {
         admitted < ledger::TTL + PROMPT,
         "the entry dated ahead did not take the slot over: the first admission after {admitted:?}"
     );
-    let text = ledger_text(&bench).await;
-    for (_, uid) in &unchanged {
-        assert!(!text.contains(uid.as_str()), "{text}");
-    }
+    assert_left_out(&bench, &unchanged).await;
 }
