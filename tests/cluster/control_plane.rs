@@ -32,19 +32,11 @@ async fn deployment_controller_and_garbage_collector_run() {
 
     // The Deployment controller (kube-controller-manager) creates a ReplicaSet.
     let replica_sets: Api<ReplicaSet> = ns.api();
-    wait_for(
+    wait_owned(
         "a ReplicaSet owned by the Deployment",
         Duration::from_secs(30),
-        || async {
-            let list = replica_sets.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find(|rs| {
-                rs.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.uid == uid)
-            })
-        },
+        &replica_sets,
+        &uid,
     )
     .await;
 

@@ -149,18 +149,10 @@ async fn wedged_dedicated_instance_moves_to_shared_class_on_config_change() {
         ing.spec.unwrap().ingress_class_name.as_deref(),
         Some(shared.as_str())
     );
-    wait_for(
+    wait_empty(
         "the orphaned KuraGateway to be deleted",
         Duration::from_secs(60),
-        || async {
-            gateways
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .is_empty()
-                .then_some(())
-        },
+        &gateways,
     )
     .await;
     let _ = classes.delete(&shared, &Default::default()).await;

@@ -19,7 +19,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde_json::json;
 
-use crate::support::{PrivatePlane, wait_for};
+use crate::support::{PrivatePlane, WAIT_CRDS, wait_for};
 use kura_core::api::{Condition, KuraGateway};
 
 /// The IngressClass controller kura-sim serves (it plays the ingress
@@ -121,13 +121,7 @@ pub fn private_plane(name: &str, index: u16) -> PrivatePlane {
     let status = std::process::Command::new(crate::support::kubectl())
         .arg("--kubeconfig")
         .arg(plane.kubeconfig())
-        .args([
-            "wait",
-            "--for=condition=Established",
-            "crd/kurainstances.kura.dev",
-            "crd/kuragateways.kura.dev",
-            "--timeout=60s",
-        ])
+        .args(WAIT_CRDS)
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();

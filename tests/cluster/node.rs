@@ -18,7 +18,7 @@ use kura_core::api::KuraInstance;
 use serde_json::json;
 
 use crate::operator::{Operator, Options, config, instance, wait_ready};
-use crate::support::{PrivatePlane, apply_json, must_succeed, repo, wait_for};
+use crate::support::{PrivatePlane, apply_json, must_succeed, repo, wait_empty, wait_for};
 
 // A tokio mutex: the turn is held across awaits (and is not poisoned by a failed test).
 pub(crate) static NODE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -804,17 +804,10 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
         &plane,
         &["uninstall", "kura", "-n", ns, "--wait", "--timeout", "120s"],
     );
-    wait_for(
+    wait_empty(
         "the operator's pods to be gone",
         Duration::from_secs(120),
-        || async {
-            pods.list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .is_empty()
-                .then_some(())
-        },
+        &pods,
     )
     .await;
     assert!(

@@ -34,6 +34,15 @@ pub fn external_plane() -> bool {
     std::env::var_os("KURA_TEST_KUBECONFIG").is_some()
 }
 
+/// `kubectl` arguments that wait until the CRDs are Established (served).
+pub const WAIT_CRDS: [&str; 5] = [
+    "wait",
+    "--for=condition=Established",
+    "crd/kurainstances.kura.dev",
+    "crd/kuragateways.kura.dev",
+    "--timeout=60s",
+];
+
 /// Starts the control plane if it does not run (once per test binary) and
 /// installs the CRDs from crds/.
 fn ensure_plane() {
@@ -58,13 +67,7 @@ fn ensure_plane() {
         let status = std::process::Command::new(kubectl())
             .args(["--kubeconfig"])
             .arg(kubeconfig_path())
-            .args([
-                "wait",
-                "--for=condition=Established",
-                "crd/kurainstances.kura.dev",
-                "crd/kuragateways.kura.dev",
-                "--timeout=60s",
-            ])
+            .args(WAIT_CRDS)
             .stdout(std::process::Stdio::null())
             .status()
             .expect("kubectl wait crds");
@@ -210,6 +213,65 @@ where
 {
     wait_for(what, timeout, || async {
         api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+}
+
+/// Waits until `api` lists nothing (a failed list counts as not yet), or
+/// fails with `what` after `timeout`.
+pub async fn wait_empty<K>(what: &str, timeout: Duration, api: &Api<K>)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(what, timeout, || async {
+        api.list(&kube::api::ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await
+}
+
+/// Waits until `client` may list `K` in `namespace`: bindings reach the
+/// authorizer asynchronously.
+pub async fn wait_granted<K>(client: &Client, namespace: &str)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    wait_for(
+        "the grants to take effect",
+        Duration::from_secs(30),
+        || async {
+            Api::<K>::namespaced(client.clone(), namespace)
+                .list(&kube::api::ListParams::default())
+                .await
+                .ok()
+        },
+    )
+    .await;
+}
+
+/// The first object `api` lists that has an owner reference to `owner_uid`,
+/// once there is one (a failed list counts as none yet); fails with `what`
+/// after `timeout`.
+pub async fn wait_owned<K>(what: &str, timeout: Duration, api: &Api<K>, owner_uid: &str) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(what, timeout, || async {
+        let list = api.list(&kube::api::ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|o| {
+            o.meta()
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.uid == owner_uid)
+        })
     })
     .await
 }
@@ -415,13 +477,7 @@ impl PrivatePlane {
     pub fn install_crds(&self) {
         let crds = repo().join("crds").display().to_string();
         self.kubectl(&["apply", "--server-side", "-f", &crds]);
-        self.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/kurainstances.kura.dev",
-            "crd/kuragateways.kura.dev",
-            "--timeout=60s",
-        ]);
+        self.kubectl(&WAIT_CRDS);
     }
 
     /// kubectl against this plane; it must succeed.

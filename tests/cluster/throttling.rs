@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::chart::rbac::apply_chart_rbac;
@@ -139,17 +139,7 @@ async fn fleet_converges_while_the_apiserver_throttles_the_operator() {
     .await;
     // Bindings reach the authorizer asynchronously: start once a grant works.
     let as_sa = client_as_service_account(&ns.name, &sa).await;
-    wait_for(
-        "the grants to take effect",
-        Duration::from_secs(30),
-        || async {
-            Api::<KuraInstance>::namespaced(as_sa.clone(), &ns.name)
-                .list(&ListParams::default())
-                .await
-                .ok()
-        },
-    )
-    .await;
+    wait_granted::<KuraInstance>(&as_sa, &ns.name).await;
 
     let since = jiff::Timestamp::now();
     let kubeconfig = impersonating_kubeconfig(&scratch_dir(&ns.name), &ns.name, &sa);

@@ -206,13 +206,7 @@ async fn crds_and_admission_hold_on(minor: &str, port_offset: u16) {
         .kubectl(&["apply", "--server-side", "-f", crds.to_str().unwrap()])
         .unwrap_or_else(|e| panic!("Kubernetes {minor} refuses crds/: {e}"));
     plane
-        .kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/kurainstances.kura.dev",
-            "crd/kuragateways.kura.dev",
-            "--timeout=60s",
-        ])
+        .kubectl(&WAIT_CRDS)
         .unwrap_or_else(|e| panic!("Kubernetes {minor}: CRDs not established: {e}"));
     plane.kubectl(&["create", "namespace", "versions"]).unwrap();
     let client = plane.client().await;

@@ -24,19 +24,11 @@ async fn replica_set_of(ns: &TestNamespace, deployment: &str) -> ReplicaSet {
         .uid
         .unwrap();
     let replica_sets: Api<ReplicaSet> = ns.api();
-    wait_for(
+    wait_owned(
         "the Deployment's ReplicaSet",
         Duration::from_secs(60),
-        || async {
-            let list = replica_sets.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find(|rs| {
-                rs.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.uid == uid)
-            })
-        },
+        &replica_sets,
+        &uid,
     )
     .await
 }

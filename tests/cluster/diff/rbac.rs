@@ -73,17 +73,7 @@ async fn diff_runs_as_an_identity_that_can_only_read() {
     .await
     .unwrap();
     let as_sa = client_as_service_account(&ns.name, "previewer").await;
-    wait_for(
-        "the grants to take effect",
-        Duration::from_secs(30),
-        || async {
-            Api::<StatefulSet>::namespaced(as_sa.clone(), &ns.name)
-                .list(&ListParams::default())
-                .await
-                .ok()
-        },
-    )
-    .await;
+    wait_granted::<StatefulSet>(&as_sa, &ns.name).await;
 
     let kubeconfig = impersonating_kubeconfig(&scratch_dir(&ns.name), &ns.name, "previewer");
     let user = format!("system:serviceaccount:{}:previewer", ns.name);

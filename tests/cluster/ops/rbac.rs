@@ -34,17 +34,7 @@ async fn chart_rbac_is_enough_for_the_operator_and_denies_secrets() {
 
     // Bindings reach the authorizer asynchronously: start once one grant works.
     let as_sa = client_as_service_account(&ns.name, &sa).await;
-    wait_for(
-        "the grants to take effect",
-        Duration::from_secs(30),
-        || async {
-            Api::<StatefulSet>::namespaced(as_sa.clone(), &ns.name)
-                .list(&ListParams::default())
-                .await
-                .ok()
-        },
-    )
-    .await;
+    wait_granted::<StatefulSet>(&as_sa, &ns.name).await;
 
     let kubeconfig = impersonating_kubeconfig(&scratch_dir(&ns.name), &ns.name, &sa);
     // A cloud region whose dedicated gateways kura-sim serves: the instance

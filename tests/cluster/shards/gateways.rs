@@ -35,17 +35,10 @@ async fn a_gateway_is_collected_only_by_the_shard_that_owns_its_namespace() {
             .await
             .unwrap();
     }
-    wait_for(
+    wait_empty(
         "every gateway to be collected",
         Duration::from_secs(120),
-        || async {
-            all.list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .is_empty()
-                .then_some(())
-        },
+        &all,
     )
     .await;
     // The apiserver writes a request's audit line once it has answered it,
