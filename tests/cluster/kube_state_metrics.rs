@@ -93,12 +93,12 @@ async fn scraped_matches(
     }
 }
 
-/// The region's configuration: dedicated gateways served by kura-sim, so
-/// gateways exist too (default pod memory and a rollout budget are added
-/// where it is used: a change of the memory is an operator change that
-/// restarts pods).
+/// The region's network and gateway controller: dedicated gateways served
+/// by kura-sim, so gateways exist too. Its default pod memory changes below:
+/// an operator change that restarts pods, paced by the rollout budget.
 const NETWORK: &str = "cloud";
 const GATEWAY_CONTROLLER: &str = "kura.dev/sim-ingress";
+/// The rollout budget.
 const ROLLOUT: &str = "  maxUnavailable: 1\n";
 
 /// The access files/kube-prometheus-stack-values.yaml gives kube-state-metrics

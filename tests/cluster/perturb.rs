@@ -429,26 +429,29 @@ async fn bystanders(client: &Client, namespaces: &[String]) -> Vec<(String, Stri
     for ns in namespaces {
         let configs: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         let body = json!({"metadata": {"name": "bystander"}, "data": {"owner": "someone else"}});
-        let made = configs
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(body).unwrap(),
-            )
-            .await
-            .unwrap();
-        out.push(("ConfigMap".into(), ns.clone(), made.metadata.uid.unwrap()));
+        let uid = created_uid(&configs, body).await;
+        out.push(("ConfigMap".into(), ns.clone(), uid));
         let services: Api<Service> = Api::namespaced(client.clone(), ns);
         let body = json!({"metadata": {"name": "bystander"}, "spec": {"ports": [{"port": 80}]}});
-        let made = services
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(body).unwrap(),
-            )
-            .await
-            .unwrap();
-        out.push(("Service".into(), ns.clone(), made.metadata.uid.unwrap()));
+        let uid = created_uid(&services, body).await;
+        out.push(("Service".into(), ns.clone(), uid));
     }
     out
+}
+
+/// The uid of `body`, created in `api`.
+async fn created_uid<K>(api: &Api<K>, body: serde_json::Value) -> String
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let made = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(body).unwrap(),
+        )
+        .await
+        .unwrap();
+    made.meta().uid.clone().unwrap()
 }
 
 /// The bystanders gone or replaced since they were made.

@@ -101,6 +101,22 @@ async fn delete_class(ns: &TestNamespace) {
     delete_shared_class(&classes, ns).await;
 }
 
+/// The fleet's default pod memory set to `memory` (a change of every pod
+/// template), once every instance desires its new revision; the revisions
+/// before.
+async fn change_memory(
+    op: &Operator,
+    ns: &TestNamespace,
+    instances: &Api<KuraInstance>,
+    memory: &str,
+    rollout: &str,
+) -> BTreeMap<String, (Option<String>, Option<String>)> {
+    let before = revisions(instances).await;
+    op.set_config(&fleet_config(&ns.name, memory, rollout));
+    change_seen(instances, &before).await;
+    before
+}
+
 /// The operator has read the new configuration for every instance: each
 /// desires a revision other than the one it ran before.
 async fn change_seen(
@@ -136,9 +152,7 @@ async fn rollout_status_times_out_during_a_budgeted_change_then_follows_it_to_it
         "{stdout}"
     );
 
-    let before = revisions(&instances).await;
-    op.set_config(&fleet_config(&ns.name, "320Mi", rollout));
-    change_seen(&instances, &before).await;
+    let before = change_memory(&op, &ns, &instances, "320Mi", rollout).await;
 
     // A timeout shorter than the rollout: 2, naming what is not done.
     let (code, stdout, stderr) = rollout_status(&["-n", &ns.name, "--watch", "--timeout", "2s"]);
@@ -196,9 +210,7 @@ async fn rollout_status_exits_1_naming_the_instance_whose_failure_halts_the_roll
         json!({"sim.kura.dev/ready-delay": "1s", "sim.kura.dev/never-ready": "\"333Mi\""}),
     )
     .await;
-    let before = revisions(&instances).await;
-    op.set_config(&fleet_config(&ns.name, "333Mi", rollout));
-    change_seen(&instances, &before).await;
+    change_memory(&op, &ns, &instances, "333Mi", rollout).await;
 
     let (code, stdout, stderr) = rollout_status(&["-n", &ns.name, "--watch", "--timeout", "120s"]);
     assert_eq!(code, 1, "halted: {stdout}{stderr}");

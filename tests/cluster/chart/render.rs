@@ -355,6 +355,17 @@ fn the_deployment_is_recreated_whatever_the_shards() {
 #[test]
 fn schema_rejects_bad_values_naming_the_field() {
     let chart = chart_dir();
+    let render_with = |set: &str| {
+        helm(&[
+            "template",
+            "rel",
+            chart.to_str().unwrap(),
+            "--kube-version",
+            KUBE_VERSION,
+            "--set",
+            set,
+        ])
+    };
     for (set, field) in [
         ("replicas=0", "/replicas"),
         ("logFormat=xml", "/logFormat"),
@@ -369,15 +380,7 @@ fn schema_rejects_bad_values_naming_the_field() {
         ("statusRefreshRate=0", "/statusRefreshRate"),
         ("statusRefreshRate=0.0", "/statusRefreshRate"),
     ] {
-        let out = helm(&[
-            "template",
-            "rel",
-            chart.to_str().unwrap(),
-            "--kube-version",
-            KUBE_VERSION,
-            "--set",
-            set,
-        ]);
+        let out = render_with(set);
         assert!(!out.ok, "--set {set} must be rejected");
         assert!(
             out.stderr.contains("schema") && out.stderr.contains(field),
@@ -386,15 +389,8 @@ fn schema_rejects_bad_values_naming_the_field() {
         );
     }
     // The control: the same keys with good values render.
-    let out = helm(&[
-        "template",
-        "rel",
-        chart.to_str().unwrap(),
-        "--kube-version",
-        KUBE_VERSION,
-        "--set",
-        "replicas=1,logFormat=json,config.regions.eu-west-1.network=host,resync=30s",
-    ]);
+    let out =
+        render_with("replicas=1,logFormat=json,config.regions.eu-west-1.network=host,resync=30s");
     assert!(out.ok, "{}", out.stderr);
 }
 

@@ -21,7 +21,7 @@ const T: Duration = Duration::from_secs(120);
 
 /// Four regions: r1 and r3 host-network (different domains), r2 cloud (its
 /// dedicated gateways served by kura-sim), r4 host.
-fn fleet_config(ns: &str) -> String {
+fn four_regions(ns: &str) -> String {
     config_of(ns, false)
 }
 
@@ -118,11 +118,11 @@ async fn diff_of_a_config_edit_lists_exactly_what_the_operator_then_writes() {
     let ns = TestNamespace::new("diff-fleet").await;
     let classes = shared_class(&ns).await;
     let dir = scratch_dir(&ns.name);
-    let before_path = write(&dir, "before.yaml", &fleet_config(&ns.name));
+    let before_path = write(&dir, "before.yaml", &four_regions(&ns.name));
     let after_path = write(&dir, "after.yaml", &edited_config(&ns.name));
     let before_cfg = before_path.to_str().unwrap();
     let after_cfg = after_path.to_str().unwrap();
-    let op = Operator::start(&ns.name, &fleet_config(&ns.name));
+    let op = Operator::start(&ns.name, &four_regions(&ns.name));
     let instances: Api<KuraInstance> = ns.api();
     for (name, region, labels) in [
         ("a", "r1", json!({"tier": "gold"})),

@@ -58,8 +58,7 @@ async fn pair_of(start: impl Fn(&str) -> Operator) -> (Operator, Operator) {
     (a, b)
 }
 
-/// Both replicas' roles, sampled every `period` until `window` has passed
-/// since `from`.
+/// What a sampling of both replicas' `kura_leader` saw.
 struct Roles {
     samples: usize,
     /// Samples in which both led.
@@ -68,6 +67,8 @@ struct Roles {
     b_led: usize,
 }
 
+/// Both replicas' roles, sampled every `period` until `window` has passed
+/// since `from`.
 async fn sample_roles(
     a: &Operator,
     b: &Operator,

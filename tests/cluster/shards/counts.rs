@@ -61,6 +61,13 @@ async fn edit(bench: &Bench, k: usize, tag: &str) {
         .unwrap();
 }
 
+/// Every instance of namespace `k` converged from its revision in `first`.
+async fn converged_in(bench: &Bench, first: &BTreeMap<String, Option<String>>, k: usize) {
+    let mut before = first.clone();
+    before.retain(|key, _| key.starts_with(&format!("{}/", bench.namespaces[k].0)));
+    bench.converged(&before, Duration::from_secs(90)).await;
+}
+
 #[tokio::test]
 async fn replicas_of_two_shard_counts_act_for_nothing_until_one_count_is_gone() {
     let bench = Bench::start(
@@ -146,9 +153,7 @@ async fn replicas_of_two_shard_counts_act_for_nothing_until_one_count_is_gone() 
     // B gone: a resumes, and applies the edit made meanwhile.
     b.terminate();
     b.wait_exit(Duration::from_secs(30)).await;
-    let mut before = first.clone();
-    before.retain(|k, _| k.starts_with(&format!("{}/", bench.namespaces[0].0)));
-    bench.converged(&before, Duration::from_secs(90)).await;
+    converged_in(&bench, &first, 0).await;
     assert_eq!(leading_and_ready(&a).await, Some((true, true)));
     let w = writes(&bench, &since_b);
     assert!(w.iter().all(|w| w.replica == "a"), "only a wrote: {w:?}");
@@ -171,9 +176,7 @@ async fn replicas_of_two_shard_counts_act_for_nothing_until_one_count_is_gone() 
     .await;
     let since_c = now();
     edit(&bench, 1, "1.1.0").await;
-    let mut before = first.clone();
-    before.retain(|k, _| k.starts_with(&format!("{}/", bench.namespaces[1].0)));
-    bench.converged(&before, Duration::from_secs(90)).await;
+    converged_in(&bench, &first, 1).await;
     let w = writes(&bench, &since_c);
     assert!(w.iter().all(|w| w.replica == "c"), "only c wrote: {w:?}");
     assert!(w.iter().any(|w| w.object.contains("statefulsets")));
@@ -184,9 +187,7 @@ async fn replicas_of_two_shard_counts_act_for_nothing_until_one_count_is_gone() 
     c.wait_exit(Duration::from_secs(30)).await;
     let since_a = now();
     edit(&bench, 2, "1.1.0").await;
-    let mut before = first.clone();
-    before.retain(|k, _| k.starts_with(&format!("{}/", bench.namespaces[2].0)));
-    bench.converged(&before, Duration::from_secs(90)).await;
+    converged_in(&bench, &first, 2).await;
     let w = writes(&bench, &since_a);
     assert!(w.iter().all(|w| w.replica == "a"), "only a wrote: {w:?}");
     assert_eq!(leading_and_ready(&a).await, Some((true, true)));
