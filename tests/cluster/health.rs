@@ -21,19 +21,21 @@ use kura_core::api::{KuraInstance, Phase};
 /// hack/kstatus, built once per test binary (Go's cache makes it quick).
 fn kstatus_bin() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kstatus");
-        let status = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(repo().join("hack/kstatus"))
-            .status()
-            .expect("go build hack/kstatus");
-        assert!(status.success(), "go build hack/kstatus failed");
-        out
-    })
-    .clone()
+    BIN.get_or_init(|| go_build("kstatus")).clone()
+}
+
+/// hack/`<name>` built into the test binary's scratch directory.
+fn go_build(name: &str) -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let status = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(repo().join("hack").join(name))
+        .status()
+        .unwrap_or_else(|e| panic!("go build hack/{name}: {e:?}"));
+    assert!(status.success(), "go build hack/{name} failed");
+    out
 }
 
 /// kstatus's (status, message) of `object`.
@@ -54,19 +56,7 @@ fn kstatus(object: &Value) -> (String, String) {
 /// hack/fluxhealth, built once per test binary.
 fn fluxhealth_bin() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fluxhealth");
-        let status = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(repo().join("hack/fluxhealth"))
-            .status()
-            .expect("go build hack/fluxhealth");
-        assert!(status.success(), "go build hack/fluxhealth failed");
-        out
-    })
-    .clone()
+    BIN.get_or_init(|| go_build("fluxhealth")).clone()
 }
 
 /// What Flux's health check makes of `object` with the chart's
