@@ -165,8 +165,10 @@ async fn rollout_status_times_out_during_a_budgeted_change_then_follows_it_to_it
         "names instances: {last}"
     );
 
-    // Followed to its end: 0, the last counts all done.
-    let (code, stdout, stderr) = rollout_status(&["-n", &ns.name, "--watch", "--timeout", "120s"]);
+    // Followed to its end: 0, the last counts all done. The bound is wide:
+    // six restarts one at a time take about a minute, and twice that on a
+    // machine loaded beside the suite (seen: 5 of 6 done at 120 s).
+    let (code, stdout, stderr) = rollout_status(&["-n", &ns.name, "--watch", "--timeout", "300s"]);
     assert_eq!(code, 0, "done: {stdout}{stderr}");
     eprintln!("rollout status --watch, to the end:\n{stdout}");
     let lines = counts_lines(&stdout);
