@@ -603,8 +603,10 @@ pub async fn observed_client(
     let observed = crate::runtime_metrics::RestLayer::new(metrics, &host);
     // Next to kube's own stack (its retries, auth and connection): the fence
     // reads the clock when a write is about to be handed to it, and abandons
-    // one still in it (a 429 retried) when the Lease time runs out.
-    Ok(kube::client::ClientBuilder::try_from(config)?
+    // one still in it (a 429 retried) when the Lease time runs out; below
+    // it, the sockets of writes refuse every byte past that time.
+    let bottom = crate::fence::client_bottom(config, fence.clone())?;
+    Ok(bottom
         .with_layer(&crate::fence::FenceLayer(fence))
         .with_layer(&timeout)
         .with_layer(&observed)
