@@ -734,7 +734,7 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     }
     upgrade.await.unwrap();
     forced_and_acknowledged(&instances, "2026-12-01T00:01:59Z").await;
-    let writers = operator_writers_since(&plane, demo, rolled_at);
+    let writers = operator_writers_since(&plane, &[demo], rolled_at);
     let switches = writers.windows(2).filter(|w| w[0] != w[1]).count();
     eprintln!(
         "rolling helm upgrade: {tokens} force tokens, {} writes to {demo}, writers in order: {:?}",
@@ -832,12 +832,12 @@ async fn operator_from_its_image_via_the_chart_in_a_restricted_namespace() {
     );
 }
 
-/// The source IPs (one per pod) of the operator's writes in `namespace` since
+/// The source IPs (one per pod) of the operator's writes in `namespaces` since
 /// `since`, in the order the apiserver received them (from the plane's audit
 /// log; Events and Leases are left out).
 fn operator_writers_since(
     plane: &PrivatePlane,
-    namespace: &str,
+    namespaces: &[&str],
     since: jiff::Timestamp,
 ) -> Vec<String> {
     let text = crate::support::audit_text(&plane.kubeconfig().with_file_name("audit.log"));
@@ -845,7 +845,11 @@ fn operator_writers_since(
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["stage"] == "ResponseComplete")
-        .filter(|e| e["objectRef"]["namespace"] == namespace)
+        .filter(|e| {
+            e["objectRef"]["namespace"]
+                .as_str()
+                .is_some_and(|ns| namespaces.contains(&ns))
+        })
         .filter(|e| {
             !matches!(
                 e["objectRef"]["resource"].as_str(),
@@ -935,3 +939,4 @@ mod backend;
 mod founding;
 mod ingress;
 mod memory;
+mod shards;
