@@ -3,7 +3,7 @@
 // operator against (docs/benchmarks.md, "References").
 //
 // What a platform team would otherwise write: one controller, a
-// namespace-scoped cache of KuraInstances and StatefulSets with managedFields
+// cache scoped to its namespaces of KuraInstances and StatefulSets with managedFields
 // stripped, server-side apply of every child in kura-operator's two waves, a
 // status recording the applied revision, then Ready when the StatefulSet has
 // rolled out. Events only on errors (with --kura-events, one Normal "Applied"
@@ -23,6 +23,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,7 +41,7 @@ import (
 
 func main() {
 	var (
-		namespace   = flag.String("namespace", "", "the one namespace watched and reconciled")
+		namespaces  = flag.String("namespace", "", "the namespaces watched and reconciled, comma-separated (the cache holds only those)")
 		template    = flag.String("template", "", "`kura-operator render` output of the template instance (name kuratplname, namespace kuratplns, account kuratplaccount)")
 		region      = flag.String("region", "bench", "the template instance's spec.region")
 		image       = flag.String("image", "registry.example/kura:1.0.0", "the template instance's spec.image")
@@ -56,7 +57,7 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("kura-peer")
-	if *namespace == "" || *template == "" {
+	if *namespaces == "" || *template == "" {
 		log.Info("--namespace and --template are required")
 		os.Exit(2)
 	}
@@ -73,7 +74,7 @@ func main() {
 	cfg.UserAgent = "kura-peer"
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{*namespace: {}},
+			DefaultNamespaces: scoped(*namespaces),
 			DefaultTransform:  cache.TransformStripManagedFields(),
 		},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -101,17 +102,28 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	go watchTemplate(ctx, mgr.GetClient(), *template, *namespace, *poll, templates, changed, *region, *image, *storage)
-	log.Info("starting", "namespace", *namespace, "concurrency", *concurrency, "kuraEvents", *kuraEvents)
+	go watchTemplate(ctx, mgr.GetClient(), *template, *poll, templates, changed, *region, *image, *storage)
+	log.Info("starting", "namespaces", *namespaces, "concurrency", *concurrency, "kuraEvents", *kuraEvents)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
 }
 
+// scoped is the cache's namespaces: each of the comma-separated list.
+func scoped(list string) map[string]cache.Config {
+	out := map[string]cache.Config{}
+	for _, ns := range strings.Split(list, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out[ns] = cache.Config{}
+		}
+	}
+	return out
+}
+
 // watchTemplate polls the template file; a changed one is put in force and
-// every instance of the namespace enqueued.
-func watchTemplate(ctx context.Context, c client.Client, path, namespace string, every time.Duration,
+// every instance in the cache enqueued.
+func watchTemplate(ctx context.Context, c client.Client, path string, every time.Duration,
 	templates *Templates, changed chan<- event.GenericEvent, region, image, storage string) {
 	log := ctrl.Log.WithName("template")
 	last, _ := os.ReadFile(path)
@@ -136,7 +148,7 @@ func watchTemplate(ctx context.Context, c client.Client, path, namespace string,
 		templates.Set(tpl)
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(instanceGVK.GroupVersion().WithKind(instanceGVK.Kind + "List"))
-		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		if err := c.List(ctx, list); err != nil {
 			log.Error(err, "listing the instances to re-render")
 			continue
 		}

@@ -97,3 +97,15 @@ func TestASpecOtherThanTheTemplatesIsRefused(t *testing.T) {
 		t.Error("rendered an instance whose image is not the template's")
 	}
 }
+
+func TestTheCacheHoldsEachNamedNamespace(t *testing.T) {
+	got := scoped("a, b,,c")
+	if len(got) != 3 {
+		t.Fatalf("namespaces %v", got)
+	}
+	for _, ns := range []string{"a", "b", "c"} {
+		if _, ok := got[ns]; !ok {
+			t.Errorf("%s missing from %v", ns, got)
+		}
+	}
+}

@@ -72,25 +72,24 @@ pub fn template(args: &Args, bench: &Bench, version: u32) -> BenchResult<String>
 }
 
 impl Peer {
-    /// Start the peer in `namespace` with `in_flight` workers, as the user of
+    /// Start the peer in `namespaces` with `in_flight` workers, as the user of
     /// `kubeconfig`, and wait until its workers started.
     pub async fn start(
         bin: &Path,
         bench: &Bench,
-        namespace: &str,
+        namespaces: &[String],
         in_flight: u16,
         kubeconfig: &Path,
         kura_events: bool,
         template: &str,
     ) -> BenchResult<Peer> {
-        let path = bench
-            .workdir
-            .join(format!("peer-template-{namespace}.yaml"));
+        let first = &namespaces[0];
+        let path = bench.workdir.join(format!("peer-template-{first}.yaml"));
         std::fs::write(&path, template)?;
-        let log = bench.workdir.join(format!("peer-{namespace}.log"));
-        let spec = &Bench::instance(namespace, 0)["spec"];
+        let log = bench.workdir.join(format!("peer-{first}.log"));
+        let spec = &Bench::instance(first, 0)["spec"];
         let child = Command::new(bin)
-            .arg(format!("--namespace={namespace}"))
+            .arg(format!("--namespace={}", namespaces.join(",")))
             .arg(format!("--template={}", path.display()))
             .arg(format!("--region={REGION}"))
             .arg(format!("--image={}", spec["image"].as_str().unwrap_or("")))

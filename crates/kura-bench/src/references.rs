@@ -9,7 +9,8 @@
 //! - `direct`: the children server-side applied, all seven at the change too,
 //!   no instance and no status (src/direct.rs).
 //!
-//! Each run has a fresh namespace and its client runs as its own user
+//! Each run has fresh namespaces (`--namespaces`, default 1, the instances
+//! dealt over them in turn) and its client runs as its own user
 //! (`bench-<client>`, impersonated), so the audit log counts its requests
 //! apart. Per phase (create, then a fleet-wide change of the region's domain):
 //! the time to cluster (every child exists, or every changed child carries a
@@ -70,7 +71,7 @@ pub struct References {
 pub struct Run {
     pub client: Client,
     pub in_flight: u16,
-    pub namespace: String,
+    pub namespaces: Vec<String>,
     pub create: PhaseFigures,
     pub change: PhaseFigures,
     /// The client process's VmHWM (operator and peer; the others run in the bench).
@@ -111,7 +112,11 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<References> {
     };
     for &in_flight in &args.in_flight {
         for (k, &client) in order.iter().enumerate() {
-            let namespace = format!("{}-{}-{in_flight}-{k}", bench.operator_ns, client.name());
+            let base = format!("{}-{}-{in_flight}-{k}", bench.operator_ns, client.name());
+            let namespaces: Vec<String> = match bench.spread {
+                1 => vec![base],
+                spread => (0..spread).map(|j| format!("{base}-{j}")).collect(),
+            };
             eprintln!(
                 "kura-bench: references: {} at {in_flight} in flight",
                 client.name()
@@ -121,16 +126,12 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<References> {
                 bench,
                 client,
                 in_flight,
-                &namespace,
+                &namespaces,
                 peer_bin.as_deref(),
             )
             .await;
-            bench
-                .delete_namespaces(std::slice::from_ref(&namespace))
-                .await;
-            bench
-                .wait_gone(std::slice::from_ref(&namespace), args.phase_timeout())
-                .await;
+            bench.delete_namespaces(&namespaces).await;
+            bench.wait_gone(&namespaces, args.phase_timeout()).await;
             out.runs.push(run?);
         }
     }
@@ -160,7 +161,7 @@ struct Fleet<'a> {
     bench: &'a Bench,
     client: Client,
     in_flight: usize,
-    namespace: String,
+    namespaces: Vec<String>,
     watched: Watched,
     expected: Vec<Expected>,
     configs: [OperatorConfig; 2],
@@ -172,10 +173,13 @@ async fn one(
     bench: &Bench,
     client: Client,
     in_flight: u16,
-    namespace: &str,
+    namespaces: &[String],
     peer_bin: Option<&std::path::Path>,
 ) -> BenchResult<Run> {
-    bench.create_namespace(namespace).await?;
+    for namespace in namespaces {
+        bench.create_namespace(namespace).await?;
+    }
+    let namespace_of = |i: usize| namespaces[i % namespaces.len()].clone();
     let user = format!("bench-{}", client.name());
     let kubeconfig = bench.kubeconfig_as(&user)?;
     let configs = [
@@ -188,9 +192,9 @@ async fn one(
         bench,
         client,
         in_flight: in_flight.into(),
-        namespace: namespace.to_string(),
-        watched: Watched::start(&bench.client, &[namespace.to_string()]).await?,
-        expected: crate::fleet::expected(|_| namespace.to_string(), n, &configs[0])?,
+        namespaces: namespaces.to_vec(),
+        watched: Watched::start(&bench.client, namespaces).await?,
+        expected: crate::fleet::expected(namespace_of, n, &configs[0])?,
         configs,
         kube: crate::cluster::client(&kubeconfig).await?,
     };
@@ -198,7 +202,10 @@ async fn one(
         Client::Operator => {
             let mut a = args.clone();
             a.concurrency = in_flight;
-            let scope = crate::process::Scope::NamespaceAs(namespace, &kubeconfig);
+            let scope = match namespaces {
+                [one] => crate::process::Scope::NamespaceAs(one, &kubeconfig),
+                _ => crate::process::Scope::ClusterAs(&kubeconfig),
+            };
             let mut op = crate::process::Process::spawn_in(&a, bench, &bench.config(1), scope)?;
             op.wait_running().await?;
             Running::Operator(op)
@@ -209,7 +216,7 @@ async fn one(
             let p = peer::Peer::start(
                 bin,
                 bench,
-                namespace,
+                namespaces,
                 in_flight,
                 &kubeconfig,
                 args.peer_kura_events,
@@ -229,7 +236,7 @@ async fn one(
     Ok(Run {
         client,
         in_flight,
-        namespace: namespace.to_string(),
+        namespaces: namespaces.to_vec(),
         create,
         change,
         client_peak_rss_mib,
@@ -248,6 +255,11 @@ impl Fleet<'_> {
         self.expected.len()
     }
 
+    /// Instance `i`'s namespace: the instances are dealt over them in turn.
+    fn namespace_of(&self, i: usize) -> String {
+        self.namespaces[i % self.namespaces.len()].clone()
+    }
+
     async fn create(&self, running: &Running) -> BenchResult<(PhaseFigures, Created)> {
         let what = format!("{} create", self.client.name());
         let meter = Meter::start(self, running);
@@ -259,15 +271,8 @@ impl Fleet<'_> {
                     Ok(Vec::new())
                 }
                 Client::Floor => {
-                    let ns = self.namespace.clone();
-                    floor::create(
-                        &self.kube,
-                        |_| ns.clone(),
-                        self.n(),
-                        self.in_flight,
-                        &self.configs[0],
-                    )
-                    .await
+                    let ns = |i| self.namespace_of(i);
+                    floor::create(&self.kube, ns, self.n(), self.in_flight, &self.configs[0]).await
                 }
                 Client::Direct => {
                     self.apply_direct(0).await?;
@@ -347,7 +352,8 @@ impl Fleet<'_> {
     /// By instance, (kind, namespace, name, stamp now) of every child the
     /// change renews: those whose render differs between the two configurations.
     fn changed_stamps(&self) -> BenchResult<Vec<Vec<Renewed>>> {
-        let instance: KuraInstance = serde_json::from_value(Bench::instance(&self.namespace, 0))?;
+        let instance: KuraInstance =
+            serde_json::from_value(Bench::instance(&self.namespaces[0], 0))?;
         let render = |c: &OperatorConfig| -> BenchResult<_> {
             let valid = kura_core::validate::validate(&instance, c).map_err(|e| e.to_string())?;
             Ok(kura_core::render::render(&valid, c))
@@ -377,11 +383,10 @@ impl Fleet<'_> {
     }
 
     async fn create_instances(&self) -> BenchResult<()> {
-        let api: Api<KuraInstance> = Api::namespaced(self.bench.client.clone(), &self.namespace);
         futures::stream::iter(0..self.n())
             .map(|i| {
-                let api = api.clone();
-                let ns = self.namespace.clone();
+                let ns = self.namespace_of(i);
+                let api: Api<KuraInstance> = Api::namespaced(self.bench.client.clone(), &ns);
                 async move {
                     let instance: KuraInstance = serde_json::from_value(Bench::instance(&ns, i))?;
                     api.create(&PostParams::default(), &instance).await?;
@@ -401,7 +406,7 @@ impl Fleet<'_> {
         let groups = (0..self.n())
             .map(|i| {
                 let instance: KuraInstance =
-                    serde_json::from_value(Bench::instance(&self.namespace, i))?;
+                    serde_json::from_value(Bench::instance(&self.namespace_of(i), i))?;
                 let valid =
                     kura_core::validate::validate(&instance, config).map_err(|e| e.to_string())?;
                 Ok(kura_core::render::render(&valid, config)
@@ -491,11 +496,7 @@ impl Meter {
             to_record_s,
             settled_s,
             writes,
-            by_user: audit::by_user(
-                &fleet.args.audit_log(),
-                &self.mark,
-                std::slice::from_ref(&fleet.namespace),
-            )?,
+            by_user: audit::by_user(&fleet.args.audit_log(), &self.mark, &fleet.namespaces)?,
             cpu_s,
         })
     }
