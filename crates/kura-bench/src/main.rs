@@ -235,7 +235,12 @@ async fn run(args: Args) -> BenchResult<()> {
             _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
         };
         bench.cleanup().await;
-        return references_report::write(&args, &outcome?);
+        let references = outcome?;
+        references_report::write(&args, &references)?;
+        return match &references.incomplete {
+            Some(why) => Err(format!("the references stopped: {why}").into()),
+            None => Ok(()),
+        };
     }
     // Ctrl-C drops the phases (which kills the operator) and still cleans up:
     // the cluster is shared.

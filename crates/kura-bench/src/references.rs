@@ -65,6 +65,10 @@ pub struct References {
     pub in_flight: Vec<u16>,
     pub order: Vec<Client>,
     pub runs: Vec<Run>,
+    /// Why the run stopped before its last client (the runs before it are
+    /// kept: at N=10,000 the references take hours).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -109,6 +113,7 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<References> {
         in_flight: args.in_flight.clone(),
         order: order.clone(),
         runs: Vec::new(),
+        incomplete: None,
     };
     for &in_flight in &args.in_flight {
         for (k, &client) in order.iter().enumerate() {
@@ -132,7 +137,13 @@ pub async fn run(args: &Args, bench: &Bench) -> BenchResult<References> {
             .await;
             bench.delete_namespaces(&namespaces).await;
             bench.wait_gone(&namespaces, args.phase_timeout()).await;
-            out.runs.push(run?);
+            match run {
+                Ok(run) => out.runs.push(run),
+                Err(e) => {
+                    out.incomplete = Some(format!("{} at {in_flight}: {e}", client.name()));
+                    return Ok(out);
+                }
+            }
         }
     }
     Ok(out)

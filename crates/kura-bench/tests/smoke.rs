@@ -197,16 +197,13 @@ async fn kura_bench_references_run_every_client() {
         8,
         "{floor}"
     );
-    // The peer reconciles the instances the bench created, as the operator does.
-    assert_eq!(
-        requests(&runs[1], "create")["create kurainstances"],
-        serde_json::Value::Null
-    );
-    assert_eq!(
-        requests(&runs[1], "create")["patch kurainstances/status"],
-        8,
-        "{}",
-        runs[1]
+    // The peer reconciles the instances the bench created, as the operator
+    // does, and records each: applied, then Ready.
+    let peer = requests(&runs[1], "create");
+    assert!(peer["create kurainstances"].is_null(), "{peer}");
+    assert!(
+        peer["patch kurainstances/status"].as_u64().unwrap() >= 8,
+        "{peer}"
     );
     assert!(stderr.contains("cleaned up"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
