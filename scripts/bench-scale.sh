@@ -9,6 +9,9 @@
 #   scripts/bench-scale.sh            N=1000
 #   scripts/bench-scale.sh --quick    N=100
 #   scripts/bench-scale.sh --shards-proof   replicas sharing a fleet (shards)
+#   scripts/bench-scale.sh --references --abba   the operator beside the floor client, the
+#                                     controller-runtime peer (hack/kura-peer) and the direct
+#                                     client, A-B-B-A at 16, 32 and 64 in flight
 #   scripts/bench-scale.sh --help     every option
 #
 # Uses the control plane of $KUBECONFIG when set (one someone else runs), else

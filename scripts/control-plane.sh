@@ -9,6 +9,9 @@
 #   scripts/control-plane.sh kube-state-metrics   build (or reuse) kube-state-metrics (not
 #                                     part of `build`: the test of the chart's per-instance
 #                                     series runs it, tests/cluster/kube_state_metrics.rs)
+#   scripts/control-plane.sh kura-peer   build (or reuse) hack/kura-peer, the controller-runtime
+#                                     peer kura-bench measures the operator against; prints
+#                                     its directory
 #   scripts/control-plane.sh apiserver 1.33|1.37   build (or reuse) kube-apiserver at that
 #                                     minor (the version matrix of tests/cluster/versions.rs)
 #   scripts/control-plane.sh controller-manager 1.33|1.37   the same for kube-controller-manager
@@ -243,6 +246,25 @@ build_kube_state_metrics() {
   local dir; dir=$(tool_bindir kube-state-metrics "$ldflags" "")
   ln -sfn "$dir/kube-state-metrics" "$cache/bin/current/kube-state-metrics"
   echo "$dir"
+}
+
+# kura-peer (hack/kura-peer), the controller-runtime peer of kura-bench's
+# references (docs/benchmarks.md): keyed by its module and this builder's text,
+# cached like the tools. Prints its directory.
+kura_peer_dir() {
+  echo "$cache/bin/kura-peer-$( { module_key "$repo/hack/kura-peer"; sed -n '/^build_kura_peer()/,/^}/p' "$0"; } | sha256sum | cut -c1-16)"
+}
+
+build_kura_peer() {
+  local out; out=$(kura_peer_dir)
+  if [ ! -f "$out/.complete" ]; then
+    log "building kura-peer into $out"
+    rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+    (cd "$repo/hack/kura-peer" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "-s -w" -o "$out.tmp/" .)
+    touch "$out.tmp/.complete"
+    rm -rf "$out"; mv "$out.tmp" "$out"
+  fi
+  echo "$out"
 }
 
 # kube-apiserver or kube-controller-manager at another minor
@@ -522,6 +544,7 @@ case "$verb" in
   build) cmd_build ;;
   prometheus) build_prometheus ;;  # the directory, on stdout
   kube-state-metrics) build_kube_state_metrics ;;  # the directory, on stdout
+  kura-peer) build_kura_peer ;;  # the directory, on stdout
   apiserver) build_apiserver "${apiserver_minor:?usage: $0 apiserver 1.33|1.37}" ;;
   controller-manager) build_k8s_minor controller-manager "${apiserver_minor:?usage: $0 controller-manager 1.33|1.37}" ;;
   up) cmd_up ;;
@@ -529,5 +552,5 @@ case "$verb" in
   status) cmd_status ;;
   env) cmd_env ;;
   ingress) [ -f "$state/node/enabled" ] || die "ingress: this plane has no node (up --node)"; node_ingress ;;
-  *) echo "usage: $0 build|prometheus|kube-state-metrics|apiserver MINOR|controller-manager MINOR|up|down|status|env|ingress [--node]" >&2; exit 2 ;;
+  *) echo "usage: $0 build|prometheus|kube-state-metrics|kura-peer|apiserver MINOR|controller-manager MINOR|up|down|status|env|ingress [--node]" >&2; exit 2 ;;
 esac

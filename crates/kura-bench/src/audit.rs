@@ -50,6 +50,17 @@ fn entries_since(
     mark: &Mark,
     namespaces: &[String],
 ) -> BenchResult<Vec<serde_json::Value>> {
+    entries_with(path, mark, namespaces, false)
+}
+
+/// The audit entries of requests in `namespaces` since `mark`, with the
+/// Events when `events`.
+fn entries_with(
+    path: &Path,
+    mark: &Mark,
+    namespaces: &[String],
+    events: bool,
+) -> BenchResult<Vec<serde_json::Value>> {
     let namespaces: std::collections::BTreeSet<&str> =
         namespaces.iter().map(String::as_str).collect();
     Ok(read_since(path, mark)?
@@ -64,7 +75,7 @@ fn entries_since(
             r["namespace"]
                 .as_str()
                 .is_some_and(|ns| namespaces.contains(ns))
-                && r["resource"] != "events"
+                && (events || r["resource"] != "events")
                 && at.is_some_and(|t| t >= mark.at)
         })
         .collect())
@@ -100,6 +111,60 @@ pub fn count(
         *counts.by_user.entry(user).or_default() += 1;
     }
     Ok(counts)
+}
+
+/// Who made a request: the user a client impersonates (each reference client
+/// runs as its own, `bench-<client>`), else the authenticated user; kura-sim,
+/// which shares the admin kubeconfig, by its user agent.
+fn actor(e: &serde_json::Value) -> String {
+    if e["userAgent"]
+        .as_str()
+        .is_some_and(|a| a.starts_with("kura-sim/"))
+    {
+        return "kura-sim".into();
+    }
+    e["impersonatedUser"]["username"]
+        .as_str()
+        .or(e["user"]["username"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// One user's mutating requests in a phase.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UserRequests {
+    /// Every mutating request but Events, `verb resource[/subresource]` → count.
+    pub requests: BTreeMap<String, u64>,
+    /// Events created or patched (core and events.k8s.io).
+    pub events: u64,
+}
+
+/// Mutating requests in `namespaces` since `mark`, by user ([`actor`]).
+pub fn by_user(
+    path: &Path,
+    mark: &Mark,
+    namespaces: &[String],
+) -> BenchResult<BTreeMap<String, UserRequests>> {
+    let mut out: BTreeMap<String, UserRequests> = BTreeMap::new();
+    for e in entries_with(path, mark, namespaces, true)? {
+        let r = &e["objectRef"];
+        let user = out.entry(actor(&e)).or_default();
+        if r["resource"] == "events" {
+            user.events += 1;
+            continue;
+        }
+        let sub = r["subresource"]
+            .as_str()
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default();
+        let request = format!(
+            "{} {}{sub}",
+            e["verb"].as_str().unwrap_or(""),
+            r["resource"].as_str().unwrap_or("")
+        );
+        *user.requests.entry(request).or_default() += 1;
+    }
+    Ok(out)
 }
 
 /// A mutating request of a replica that impersonates `replica-<name>` (the
@@ -254,6 +319,40 @@ mod tests {
             .open(path)
             .unwrap();
         f.write_all(text.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn by_user_names_the_impersonated_user_and_counts_events_apart() {
+        let d = dir("users");
+        let log = d.join("audit.log");
+        append(&log, "");
+        let mark = Mark::now(&log);
+        let line = |user: &str, as_user: Option<&str>, agent: &str, resource: &str| {
+            let mut e = serde_json::json!({
+                "verb": "patch", "user": {"username": user}, "userAgent": agent,
+                "objectRef": {"namespace": "ns", "resource": resource},
+                "requestReceivedTimestamp": Timestamp::now().to_string(),
+            });
+            if let Some(u) = as_user {
+                e["impersonatedUser"] = serde_json::json!({"username": u});
+            }
+            e.to_string() + "\n"
+        };
+        append(
+            &log,
+            &line("admin", Some("bench-peer"), "kura-peer", "configmaps"),
+        );
+        append(
+            &log,
+            &line("admin", Some("bench-peer"), "kura-peer", "events"),
+        );
+        append(&log, &line("admin", None, "kura-sim/1", "pods"));
+        append(&log, &line("admin", None, "kura-bench", "kurainstances"));
+        let users = by_user(&log, &mark, &["ns".to_string()]).unwrap();
+        let peer = &users["bench-peer"];
+        assert_eq!((peer.requests["patch configmaps"], peer.events), (1, 1));
+        assert_eq!(users["kura-sim"].requests["patch pods"], 1);
+        assert_eq!(users["admin"].requests["patch kurainstances"], 1);
     }
 
     #[test]

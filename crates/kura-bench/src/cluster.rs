@@ -114,6 +114,14 @@ impl Bench {
         Ok(())
     }
 
+    /// A namespace of a references run (removed by the run itself).
+    pub async fn create_namespace(&self, name: &str) -> BenchResult<()> {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let ns = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+        namespaces.create(&PostParams::default(), &ns).await?;
+        Ok(())
+    }
+
     /// The namespaces of the fleet based at `base` (`direct_ns` or
     /// `operator_ns`): that one, or `<base>-0` … when spread.
     pub fn namespaces_of(&self, base: &str) -> Vec<String> {
@@ -191,6 +199,24 @@ impl Bench {
                 "storage": {"size": "1Gi"},
             },
         })
+    }
+
+    /// The bench's kubeconfig impersonating `user` with the bench user's
+    /// powers (system:masters on the local plane): the audit log then names
+    /// `user` as the impersonated user of every request made with it.
+    pub fn kubeconfig_as(&self, user: &str) -> BenchResult<PathBuf> {
+        let text = std::fs::read_to_string(&self.kubeconfig)?;
+        let mut kc: serde_yaml::Value = serde_yaml::from_str(&text)?;
+        let users = kc["users"]
+            .as_sequence_mut()
+            .ok_or("the kubeconfig has no users")?;
+        for u in users {
+            u["user"]["as"] = user.into();
+            u["user"]["as-groups"] = serde_yaml::to_value(["system:masters"])?;
+        }
+        let path = self.workdir.join(format!("{user}.kubeconfig"));
+        std::fs::write(&path, serde_yaml::to_string(&kc)?)?;
+        Ok(path)
     }
 
     /// Delete what setup created and wait (bounded) until the namespaces are gone,

@@ -137,7 +137,11 @@ fn object_id(object: &Value) -> Option<ObjectId> {
     })
 }
 
-async fn apply_all(client: &Client, groups: &[Vec<Value>], concurrency: usize) -> BenchResult<()> {
+pub async fn apply_all(
+    client: &Client,
+    groups: &[Vec<Value>],
+    concurrency: usize,
+) -> BenchResult<()> {
     futures::stream::iter(groups)
         .map(|objects| apply_instance(client, objects))
         .buffer_unordered(concurrency)

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -23,13 +24,26 @@ use serde::de::DeserializeOwned;
 use kura_core::api::conditions::{READY, is_true};
 use kura_core::api::{KuraInstance, Phase};
 use kura_core::config::OperatorConfig;
-use kura_core::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
+use kura_core::keys::{ANNOTATION_REVISION, LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 
 use crate::BenchResult;
 use crate::cluster::Bench;
 
-/// Whether a child of a kind exists: (namespace, name).
-type Exists = Box<dyn Fn(&str, &str) -> bool + Send + Sync>;
+/// A child of a kind by (namespace, name): its `kura.dev/revision` stamp
+/// (empty without one), or None when it does not exist.
+type Stamp = Box<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
+
+/// Changes (watch events adding or modifying an object, each a write to etcd)
+/// seen since the watches started, by kind.
+type Writes = Arc<Mutex<BTreeMap<String, u64>>>;
+
+fn stamp_of(meta: &kube::api::ObjectMeta) -> String {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_REVISION))
+        .cloned()
+        .unwrap_or_default()
+}
 
 pub struct Watched {
     /// The fleet's namespaces: one (watched in it), or many (watched across
@@ -37,7 +51,8 @@ pub struct Watched {
     namespaces: BTreeSet<String>,
     pub instances: Store<KuraInstance>,
     pub stateful_sets: Store<StatefulSet>,
-    exists: BTreeMap<&'static str, Exists>,
+    exists: BTreeMap<&'static str, Stamp>,
+    writes: Writes,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -49,17 +64,36 @@ impl Drop for Watched {
     }
 }
 
+/// A reflector of `api`, counting in `writes` the changes of objects in
+/// `namespaces` (not those of the initial list).
 fn spawn<K>(
     api: Api<K>,
     wc: watcher::Config,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+    writes: &Writes,
+    namespaces: &BTreeSet<String>,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, wc).default_backoff());
-    tasks.push(tokio::spawn(stream.for_each(|_| async {})));
+    let (kind, writes, namespaces) = (K::kind(&()).to_string(), writes.clone(), namespaces.clone());
+    tasks.push(tokio::spawn(stream.for_each(move |event| {
+        if let Ok(watcher::Event::Apply(o)) = &event
+            && o.meta()
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| namespaces.contains(ns))
+        {
+            *writes
+                .lock()
+                .expect("writes")
+                .entry(kind.clone())
+                .or_default() += 1;
+        }
+        async {}
+    })));
     reader
 }
 
@@ -82,17 +116,27 @@ impl Watched {
     pub async fn start(client: &Client, namespaces: &[String]) -> BenchResult<Watched> {
         let namespaces: BTreeSet<String> = namespaces.iter().cloned().collect();
         let mut tasks = Vec::new();
+        let writes = Writes::default();
         let instances = spawn(
             api(client, &namespaces),
             watcher::Config::default(),
             &mut tasks,
+            &writes,
+            &namespaces,
         );
-        let stateful_sets = spawn(api(client, &namespaces), managed(), &mut tasks);
+        let stateful_sets = spawn(
+            api(client, &namespaces),
+            managed(),
+            &mut tasks,
+            &writes,
+            &namespaces,
+        );
         let mut w = Watched {
             namespaces,
             instances,
             stateful_sets,
             exists: BTreeMap::new(),
+            writes,
             tasks,
         };
         w.meta::<ServiceAccount>(client).await?;
@@ -106,7 +150,10 @@ impl Watched {
         let sts = w.stateful_sets.clone();
         w.exists.insert(
             "StatefulSet",
-            Box::new(move |ns, name| sts.get(&ObjectRef::new(name).within(ns)).is_some()),
+            Box::new(move |ns, name| {
+                sts.get(&ObjectRef::new(name).within(ns))
+                    .map(|o| stamp_of(&o.metadata))
+            }),
         );
         Ok(w)
     }
@@ -122,17 +169,49 @@ impl Watched {
             + 'static,
     {
         let api: Api<PartialObjectMeta<K>> = api(client, &self.namespaces);
-        let store = spawn(api, managed(), &mut self.tasks);
+        let store = spawn(
+            api,
+            managed(),
+            &mut self.tasks,
+            &self.writes,
+            &self.namespaces,
+        );
         store.wait_until_ready().await?;
         self.exists.insert(
             static_kind(K::kind(&()).as_ref()),
-            Box::new(move |ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some()),
+            Box::new(move |ns, name| {
+                store
+                    .get(&ObjectRef::new(name).within(ns))
+                    .map(|o| stamp_of(&o.metadata))
+            }),
         );
         Ok(())
     }
 
     fn child_exists(&self, kind: &str, namespace: &str, name: &str) -> bool {
-        self.exists.get(kind).is_some_and(|f| f(namespace, name))
+        self.stamp(kind, namespace, name).is_some()
+    }
+
+    /// A child's `kura.dev/revision` stamp; None when it does not exist.
+    pub fn stamp(&self, kind: &str, namespace: &str, name: &str) -> Option<String> {
+        self.exists.get(kind).and_then(|f| f(namespace, name))
+    }
+
+    /// The changes seen so far, by kind (`Writes`).
+    pub fn writes(&self) -> BTreeMap<String, u64> {
+        self.writes.lock().expect("writes").clone()
+    }
+
+    /// Instances all of whose children exist.
+    pub fn children_exist(&self, expected: &[Expected]) -> usize {
+        expected
+            .iter()
+            .filter(|e| {
+                e.children
+                    .iter()
+                    .all(|(k, n)| self.child_exists(k, &e.namespace, n))
+            })
+            .count()
     }
 
     fn instance(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<KuraInstance>> {

@@ -36,10 +36,14 @@ mod budget;
 mod cluster;
 mod direct;
 mod fleet;
+mod floor;
 mod operator;
+mod peer;
 mod preview;
 mod proc;
 mod process;
+mod references;
+mod references_report;
 mod report;
 mod shards;
 
@@ -130,6 +134,35 @@ pub struct Args {
     /// The report says which filter each replica used.
     #[arg(long, value_enum, default_value_t = kura_operator::shards::select::Choice::Auto)]
     pub shard_filter: kura_operator::shards::select::Choice,
+    /// Instead of the scale phases, the references (src/references.rs): each
+    /// of `--clients` creates and changes a fleet of its own, at each of
+    /// `--in-flight`.
+    #[arg(long, conflicts_with = "shards_proof")]
+    pub references: bool,
+    /// The references' clients, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "operator,peer,floor,direct"
+    )]
+    pub clients: Vec<references::Client>,
+    /// The references' instances in flight (the operator's `--concurrency`,
+    /// the peer's workers, the floor's and the direct client's instances at once).
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64")]
+    pub in_flight: Vec<u16>,
+    /// The references' clients in order, then in the reverse order (A-B-B-A),
+    /// at each number in flight.
+    #[arg(long)]
+    pub abba: bool,
+    /// The kura-peer binary (default: built or reused by
+    /// `scripts/control-plane.sh kura-peer`).
+    #[arg(long)]
+    pub peer_bin: Option<PathBuf>,
+    /// kura-peer publishes a Normal Event per apply, as the operator does
+    /// (default: Events only on errors).
+    #[arg(long)]
+    pub peer_kura_events: bool,
 }
 
 impl Args {
@@ -195,6 +228,19 @@ async fn run(args: Args) -> BenchResult<()> {
         shards::cleanup(&bench, &namespaces).await;
         bench.cleanup().await;
         return shards::write(&args, &outcome?);
+    }
+    if args.references {
+        let outcome = tokio::select! {
+            r = references::run(&args, &bench) => r,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        };
+        bench.cleanup().await;
+        let references = outcome?;
+        references_report::write(&args, &references)?;
+        return match &references.incomplete {
+            Some(why) => Err(format!("the references stopped: {why}").into()),
+            None => Ok(()),
+        };
     }
     // Ctrl-C drops the phases (which kills the operator) and still cleans up:
     // the cluster is shared.

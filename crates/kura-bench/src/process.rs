@@ -20,6 +20,11 @@ pub struct Process {
 /// every namespace as one of several replicas sharing the fleet's shards.
 pub enum Scope<'a> {
     Namespace(&'a str),
+    /// One namespace, as the user of another kubeconfig (the references run
+    /// each client as its own user, so the audit log tells them apart).
+    NamespaceAs(&'a str, &'a std::path::Path),
+    /// Every namespace, as the user of another kubeconfig.
+    ClusterAs(&'a std::path::Path),
     /// Every namespace, one replica (a fleet spread over namespaces).
     Cluster,
     Replica {
@@ -54,6 +59,8 @@ impl Process {
     ) -> BenchResult<Process> {
         let suffix = match &scope {
             Scope::Namespace(_) | Scope::Cluster => String::new(),
+            Scope::NamespaceAs(ns, _) => format!("-{ns}"),
+            Scope::ClusterAs(_) => "-cluster".to_string(),
             Scope::Replica { name, .. } => format!("-{name}"),
         };
         let config = bench.workdir.join(format!("operator-config{suffix}.yaml"));
@@ -66,6 +73,14 @@ impl Process {
                 cmd.args(["--namespace", *ns])
                     .arg("--kubeconfig")
                     .arg(&bench.kubeconfig);
+            }
+            Scope::NamespaceAs(ns, kubeconfig) => {
+                cmd.args(["--namespace", *ns])
+                    .arg("--kubeconfig")
+                    .arg(kubeconfig);
+            }
+            Scope::ClusterAs(kubeconfig) => {
+                cmd.arg("--kubeconfig").arg(kubeconfig);
             }
             Scope::Cluster => {
                 cmd.arg("--kubeconfig").arg(&bench.kubeconfig);

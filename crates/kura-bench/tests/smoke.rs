@@ -125,6 +125,90 @@ async fn kura_bench_runs_every_phase_at_n5() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The references (`--references`) end to end at N=4, one number in flight:
+/// every client creates and changes its fleet as its own user, each phase's
+/// times are measured, and each user's requests are the writes the client is
+/// meant to send. kura-peer is built (or reused) by scripts/control-plane.sh.
+#[tokio::test]
+async fn kura_bench_references_run_every_client() {
+    let _ = support::client().await;
+    let dir = std::env::temp_dir().join(format!("kura-bench-refs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("references.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_kura-bench"))
+        .args([
+            "--references",
+            "--n",
+            "4",
+            "--in-flight",
+            "2",
+            "--timeout",
+            "180s",
+        ])
+        .arg("--operator-bin")
+        .arg(operator_bin())
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run kura-bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kura-bench failed:\n{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    let clients: Vec<&str> = runs.iter().map(|x| x["client"].as_str().unwrap()).collect();
+    assert_eq!(clients, ["operator", "peer", "floor", "direct"], "{r}");
+    let requests = |run: &serde_json::Value, phase: &str| {
+        let user = format!("bench-{}", run["client"].as_str().unwrap());
+        run[phase]["by_user"][&user]["requests"].clone()
+    };
+    for run in runs {
+        for phase in ["create", "change"] {
+            let p = &run[phase];
+            assert!(p["to_cluster_s"].as_f64().unwrap() > 0.0, "{run}");
+            // The direct client writes no status: no time to record.
+            assert_eq!(
+                p["to_record_s"].is_null(),
+                run["client"] == "direct",
+                "{run}"
+            );
+        }
+        // Every client applied each child kind once per instance at the create.
+        let create = requests(run, "create");
+        assert_eq!(create["patch statefulsets"], 4, "{run}");
+        assert_eq!(create["patch networkpolicies"], 4, "{run}");
+    }
+    // The floor: the instance, 7 children, 2 status writes at the create;
+    // the 3 changed children and 2 status writes at the change.
+    let floor = &runs[2];
+    let sum = |v: serde_json::Value| -> u64 {
+        v.as_object()
+            .unwrap()
+            .values()
+            .map(|c| c.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum(requests(floor, "create")), 4 * 10, "{floor}");
+    assert_eq!(sum(requests(floor, "change")), 4 * 5, "{floor}");
+    assert_eq!(
+        requests(floor, "change")["patch kurainstances/status"],
+        8,
+        "{floor}"
+    );
+    // The peer reconciles the instances the bench created, as the operator
+    // does, and records each: applied, then Ready.
+    let peer = requests(&runs[1], "create");
+    assert!(peer["create kurainstances"].is_null(), "{peer}");
+    assert!(
+        peer["patch kurainstances/status"].as_u64().unwrap() >= 8,
+        "{peer}"
+    );
+    assert!(stderr.contains("cleaned up"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A fleet spread over namespaces (`--namespaces 2`, the N=10,000 run's
 /// shape), on a plane of its own: the operator then watches every namespace.
 /// Every scale phase but the budget runs over both namespaces of each fleet.
