@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
@@ -206,12 +206,8 @@ impl PodEvents {
         })
     }
 
-    /// Without holding up the poll; a failure is logged only.
-    // The one write of this module (docs/architecture.md, "Who writes").
-    #[allow(clippy::disallowed_methods)]
+    /// Without holding up the poll (`recorder::publish`); a failure is logged only.
     fn publish(&self, notice: &Notice) {
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        let pod = self.pod.clone();
         let event = Event {
             type_: if notice.warning {
                 EventType::Warning
@@ -223,11 +219,8 @@ impl PodEvents {
             action: "ReloadConfig".into(),
             secondary: None,
         };
-        tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &pod).await {
-                tracing::warn!(pod = ?pod.name, error = %e, reason = %event.reason, "could not publish event");
-            }
-        });
+        let (client, reporter) = (self.client.clone(), self.reporter.clone());
+        crate::recorder::publish(client, reporter, self.pod.clone(), vec![event]);
     }
 }
 

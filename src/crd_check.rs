@@ -25,7 +25,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
@@ -192,14 +192,11 @@ impl Judge {
         self.state.send_replace(held.then(|| why.join("; ")));
     }
 
-    // The one write of this module (docs/architecture.md, "Who writes").
-    #[allow(clippy::disallowed_methods)]
+    /// Without holding up the check (`recorder::publish`).
     fn publish(&self, type_: EventType, reason: &str, note: String) {
         let Some((client, reporter, pod)) = &self.report.events else {
             return;
         };
-        let recorder = Recorder::new(client.clone(), reporter.clone());
-        let pod = pod.clone();
         let event = Event {
             type_,
             reason: reason.into(),
@@ -207,11 +204,7 @@ impl Judge {
             action: "CheckCRD".into(),
             secondary: None,
         };
-        tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&event, &pod).await {
-                tracing::warn!(pod = ?pod.name, error = %e, reason = %event.reason, "could not publish event");
-            }
-        });
+        crate::recorder::publish(client.clone(), reporter.clone(), pod.clone(), vec![event]);
     }
 }
 

@@ -26,6 +26,7 @@ pub mod memory;
 pub mod metrics;
 pub mod process_metrics;
 pub mod reconcile;
+pub mod recorder;
 pub mod refresh_budget;
 pub mod run;
 pub mod runtime_metrics;

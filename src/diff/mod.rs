@@ -1,7 +1,7 @@
 //! `kura-operator diff`: what this binary, under a given configuration, would
 //! write to the live cluster, instance by instance, before it does. The
-//! decision is the operator's own (`crate::reconcile::decide`, in `Mode::Preview`: the
-//! plan without its waits) over the same kind of caches (`live`), filled from
+//! decision is the operator's own (`kura_core::judge`, in `Mode::Preview`: the
+//! plan without its waits, from a snapshot read by `crate::reconcile::snapshot`) over the same kind of caches (`live`), filled from
 //! one list per kind. Read-only: `read` only gets and lists.
 //!
 //! The core here is pure; `read` is the I/O, `command` the wiring, `report`
@@ -17,10 +17,12 @@ pub mod show;
 use serde::Serialize;
 
 use crate::memory::Memory;
-use crate::reconcile::decide::{Decision, Inputs, Mode, Valid, Verdict, decide};
 use crate::reconcile::prune::{gateway_user, kept_by_metadata};
+use crate::reconcile::snapshot::{Inputs, decide_from};
 use kura_core::api::KuraInstance;
 use kura_core::config::OperatorConfig;
+use kura_core::judge::Mode;
+use kura_core::judge::instance::{InstanceDecision as Decision, Valid, Verdict};
 use kura_core::kind::ChildKind;
 use kura_core::plan::{ApplyOp, ApplyReason, Observed, Plan, RetryPolicy};
 use kura_core::render::{Desired, ObjectId};
@@ -186,6 +188,10 @@ pub struct InstanceDiff {
     /// free the host ([`follow_freed_hosts`]).
     #[serde(skip)]
     pub held_by: Vec<(String, String)>,
+    /// What the operator would do, a short line per effect of its decision
+    /// (`kura_core::judge::Effect`); none for an unchanged instance.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<String>,
 }
 
 impl InstanceDiff {
@@ -218,7 +224,7 @@ impl InstanceDiff {
 }
 
 /// What the operator, with this binary and `config`, would do for `instance`
-/// given the `live` state: its reconcile's decision (`crate::reconcile::decide`), without
+/// given the `live` state: its reconcile's decision (`kura_core::judge`), without
 /// the waits.
 pub fn diff_instance(
     instance: &KuraInstance,
@@ -227,17 +233,17 @@ pub fn diff_instance(
     show_diff: bool,
 ) -> InstanceDiff {
     let now = jiff::Timestamp::now();
-    let decision = decide(&Inputs {
+    let memory = Memory::default();
+    let inputs = Inputs {
         instance,
         config,
         stores: &live.stores,
         status: instance.status.clone(),
         recently_applied: None,
-        memory: &Memory::default(),
-        policy: &RetryPolicy::default(),
+        memory: &memory,
         now,
-        mode: Mode::Preview,
-    });
+    };
+    let decision = decide_from(&inputs, &RetryPolicy::default(), Mode::Preview);
     let mut out = InstanceDiff {
         namespace: instance.metadata.namespace.clone().unwrap_or_default(),
         name: instance.metadata.name.clone().unwrap_or_default(),
@@ -254,6 +260,7 @@ pub fn diff_instance(
         kept: Vec::new(),
         storage_pending: decision.pending_storage.as_ref().map(|p| p.to_string()),
         held_by: Vec::new(),
+        effects: Vec::new(),
     };
     match &decision.verdict {
         Verdict::Invalid(errors) => {
@@ -282,6 +289,9 @@ pub fn diff_instance(
         }
     }
     out.settle();
+    if out.state != State::Unchanged {
+        out.effects = decision.effects.iter().map(ToString::to_string).collect();
+    }
     out
 }
 

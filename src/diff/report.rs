@@ -245,6 +245,9 @@ fn instance_text(i: &InstanceDiff, out: &mut String) {
     if let Some(s) = &i.storage_pending {
         let _ = writeln!(out, "  storage: {s}");
     }
+    for e in &i.effects {
+        let _ = writeln!(out, "  > {e}");
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +273,7 @@ mod tests {
             kept: Vec::new(),
             storage_pending: None,
             held_by: Vec::new(),
+            effects: Vec::new(),
         }
     }
 
@@ -368,6 +372,24 @@ mod tests {
             i["objects"][0],
             serde_json::json!({"action": "update", "kind": "ConfigMap", "namespace": "ns",
                 "name": "a-config", "why": "content changed"})
+        );
+    }
+
+    #[test]
+    fn each_effect_is_a_line_of_the_instance() {
+        let mut changed = instance(
+            "a",
+            State::Changes,
+            vec![change(Action::Update, ChildKind::ConfigMap, "a-config")],
+        );
+        changed.effects = vec![
+            "claim the hosts".into(),
+            "write status and its Events".into(),
+        ];
+        let text = Report::new(vec![changed]).text();
+        assert!(
+            text.contains("  > claim the hosts\n  > write status and its Events\n"),
+            "{text}"
         );
     }
 }

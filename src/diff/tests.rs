@@ -167,6 +167,10 @@ fn a_converged_instance_is_unchanged() {
     let d = fleet.diff(&config());
     assert_eq!(d.state, State::Unchanged, "{d:?}");
     assert!(d.objects.is_empty());
+    assert!(
+        d.effects.is_empty(),
+        "an unchanged instance shows no effect"
+    );
     assert!(!d.pod_restart);
     assert_eq!(d.applied_revision, d.desired_revision);
 }
@@ -187,6 +191,15 @@ fn a_domain_change_writes_the_ingress_config_and_workload_and_restarts_pods() {
     );
     assert!(d.objects.iter().all(|o| o.why == "content changed"));
     assert!(d.pod_restart, "the pods mount the configuration file");
+    // The decision's effects, a line each: the config map in the first wave,
+    // the workload and the Ingress after it.
+    assert_eq!(d.effects.len(), 3, "{:?}", d.effects);
+    assert_eq!(d.effects[0], "claim the hosts");
+    assert_eq!(
+        d.effects[1],
+        "apply wave 0: ConfigMap ns/acme-config; wave 1: StatefulSet ns/acme, Ingress ns/acme"
+    );
+    assert_eq!(d.effects[2], "write status and its Events");
 }
 
 #[test]

@@ -2,10 +2,6 @@
 //! created once nothing uses it, and the sweep of the IngressClasses and
 //! ClusterRoleBindings whose gateway is gone. A deletion acts on live reads, never on a cache alone.
 
-// A writer module (docs/architecture.md, "Who writes"):
-// it deletes unused gateways and their orphaned cluster objects.
-#![allow(clippy::disallowed_methods)]
-
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -131,10 +127,8 @@ pub async fn collect(ctx: &Context, gw: &Arc<KuraGateway>) -> Result<(), Failure
         }),
         ..DeleteParams::background()
     };
-    match Api::<KuraGateway>::namespaced(ctx.client.clone(), namespace)
-        .delete(name, &params)
-        .await
-    {
+    let api = Api::<KuraGateway>::namespaced(ctx.client.clone(), namespace);
+    match crate::reconcile::execute::writes::delete(&api, name, &params).await {
         Ok(_) => Ok(()),
         // Gone already, or replaced by another gateway of the name.
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
@@ -251,7 +245,10 @@ async fn delete_leftover(
     let api = crate::reconcile::apply::dynamic_api(&ctx.client, &id);
     let result = ctx
         .shards
-        .run(gw_namespace, api.delete(&name, &params))
+        .run(
+            gw_namespace,
+            crate::reconcile::execute::writes::delete(&api, &name, &params),
+        )
         .await?;
     match result {
         Ok(_) => {

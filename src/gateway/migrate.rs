@@ -1,10 +1,6 @@
 //! The upgrade path from earlier releases (I/O): their finalizer on every
 //! gateway, and gateway children applied under the instances' field manager.
 
-// A writer module (docs/architecture.md, "Who writes"):
-// it rewrites what earlier releases left (finalizer, field manager).
-#![allow(clippy::disallowed_methods)]
-
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 
@@ -67,7 +63,7 @@ pub async fn drop_legacy_finalizer(client: &Client, gw: &KuraGateway) -> Result<
                 }),
                 ..DeleteParams::background()
             };
-            match api.delete(&class.name, &params).await {
+            match crate::reconcile::execute::writes::delete(&api, &class.name, &params).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
                 Err(e) => return Err(fail("delete", &class, &e)),
@@ -86,8 +82,8 @@ pub async fn drop_legacy_finalizer(client: &Client, gw: &KuraGateway) -> Result<
         {"op": "replace", "path": "/metadata/finalizers", "value": kept},
     ]);
     let patch = Patch::<()>::Json(serde_json::from_value(patch).expect("a JSON patch"));
-    Api::<KuraGateway>::namespaced(client.clone(), &namespace)
-        .patch(&id.name, &PatchParams::default(), &patch)
+    let api = Api::<KuraGateway>::namespaced(client.clone(), &namespace);
+    crate::reconcile::execute::writes::patch(&api, &id.name, &PatchParams::default(), &patch)
         .await
         .map_err(|e| fail("remove the finalizer of", &id, &e))?;
     Ok(true)
@@ -113,13 +109,15 @@ pub async fn release_old_manager(
             "kind": id.kind.kind(),
             "metadata": metadata,
         });
-        match dynamic_api(client, id)
-            .patch(
-                &id.name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(&empty),
-            )
-            .await
+        let api = dynamic_api(client, id);
+        let params = PatchParams::apply(FIELD_MANAGER);
+        match crate::reconcile::execute::writes::patch(
+            &api,
+            &id.name,
+            &params,
+            &Patch::Apply(&empty),
+        )
+        .await
         {
             Ok(_) => released.push(id.to_string()),
             // An empty apply of an object that is gone would create it: never

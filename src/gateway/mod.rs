@@ -1,7 +1,8 @@
 //! One reconcile of a `KuraGateway`, in the instance controller's shape:
 //!
-//! migrate → recall → decide (validate → render → observe → users → plan)
-//!   → execute: apply (and release) | collect → status → write (and events)
+//! migrate → recall → snapshot (render → observe → users) → judge (plan,
+//!   effects) → execute the effects: apply (and release) | collect → status →
+//!   write (and events)
 //!
 //! Only `migrate`, `collect` (live reads before a deletion, the deletion, the
 //! sweep of leftover classes), `apply` and the status write talk to the
@@ -14,10 +15,10 @@
 //! sweep (`collect::sweep`) once no gateway has the uid the class carries.
 
 pub mod collect;
-pub mod decide;
 mod migrate;
 pub mod observe;
-use kura_core::gateway::{plan, status, validate};
+pub mod snapshot;
+use kura_core::gateway::{plan, status};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,8 @@ use crate::memory::Recall;
 use crate::reconcile::apply::{self};
 use crate::reconcile::{events, status as shared_status};
 use kura_core::api::{KuraGateway, KuraGatewayStatus};
+use kura_core::judge::Effect;
+use kura_core::judge::gateway::GatewayDecision;
 use kura_core::keys::GATEWAY_FIELD_MANAGER;
 use kura_core::outcome::Failure;
 use kura_core::outcome::FailureClass;
@@ -190,9 +193,9 @@ async fn decide(
     gw: &KuraGateway,
     recall: &Recall<KuraGatewayStatus>,
     now: Timestamp,
-) -> Result<decide::Decision, Error> {
+) -> Result<GatewayDecision, Error> {
     let config = ctx.config();
-    let mut inputs = decide::Inputs {
+    let mut inputs = snapshot::Inputs {
         gw,
         config: &config,
         roles: &ctx.gateway_roles,
@@ -203,7 +206,7 @@ async fn decide(
         policy: &ctx.policy,
         now,
     };
-    let decision = decide::decide(&inputs);
+    let decision = snapshot::decide_from(&inputs);
     if !decision.asks_live_user() {
         return Ok(decision);
     }
@@ -211,7 +214,7 @@ async fn decide(
         .await
         .map_err(|failure| collect_failed(ctx, gw, failure, now))?;
     inputs.live_user = Some(user);
-    Ok(decide::decide(&inputs))
+    Ok(snapshot::decide_from(&inputs))
 }
 
 fn collect_failed(ctx: &Context, gw: &KuraGateway, failure: Failure, now: Timestamp) -> Error {
@@ -227,16 +230,54 @@ fn collect_failed(ctx: &Context, gw: &KuraGateway, failure: Failure, now: Timest
 async fn execute(
     ctx: &Context,
     gw: &Arc<KuraGateway>,
-    decision: &decide::Decision,
+    decision: &GatewayDecision,
     now: Timestamp,
 ) -> Result<Option<(Outcome, Duration)>, Error> {
-    Ok(Some(match (&decision.plan, &decision.rendered) {
-        (Plan::Collect, _) => {
-            collect::collect(ctx, gw)
-                .await
-                .map_err(|failure| collect_failed(ctx, gw, failure, now))?;
-            return Ok(None);
+    for effect in &decision.effects {
+        match effect {
+            Effect::Collect => {
+                collect::collect(ctx, gw)
+                    .await
+                    .map_err(|failure| collect_failed(ctx, gw, failure, now))?;
+                return Ok(None);
+            }
+            Effect::Apply { waves } => {
+                let (Plan::Apply { reasons, .. }, Ok(desired)) =
+                    (&decision.plan, &decision.rendered)
+                else {
+                    unreachable!("an apply is the effect of a valid gateway's Plan::Apply");
+                };
+                let release = decision
+                    .effects
+                    .iter()
+                    .find_map(|e| match e {
+                        Effect::Release { objects } => Some(objects.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let steps = Steps {
+                    reasons: reasons.clone(),
+                    apply: kura_core::judge::ops(waves),
+                    release,
+                    key: decision.key.as_deref().unwrap_or_default(),
+                };
+                let done = rollout(ctx, gw, &decision.observed, desired, steps, now).await?;
+                return Ok(Some(done));
+            }
+            // Carried out with the apply it follows; the status is the report's.
+            Effect::Release { .. } | Effect::WriteStatus => {}
+            // An instance's effects are not a gateway's.
+            Effect::StandDown | Effect::ReserveSlot | Effect::ClaimHosts | Effect::Prune { .. } => {
+            }
         }
+    }
+    Ok(Some(wrote_nothing(ctx, decision, now)))
+}
+
+/// The outcome of a decision that writes nothing before its report, and
+/// when to look again.
+fn wrote_nothing(ctx: &Context, decision: &GatewayDecision, now: Timestamp) -> (Outcome, Duration) {
+    match (&decision.plan, &decision.rendered) {
         (Plan::Invalid(errors), _) | (Plan::Apply { .. }, Err(errors)) => {
             (Outcome::Invalid(errors.clone()), ctx.resync)
         }
@@ -253,23 +294,10 @@ async fn execute(
         ),
         (Plan::Converged, _) => (Outcome::Converged, ctx.resync),
         (Plan::Settling, _) => (Outcome::Converged, SETTLE),
-        (
-            Plan::Apply {
-                reasons,
-                apply,
-                release,
-            },
-            Ok(desired),
-        ) => {
-            let steps = Steps {
-                reasons: reasons.clone(),
-                apply: apply.clone(),
-                release: release.clone(),
-                key: decision.key.as_deref().unwrap_or_default(),
-            };
-            rollout(ctx, gw, &decision.observed, desired, steps, now).await?
+        (Plan::Collect, _) | (Plan::Apply { .. }, Ok(_)) => {
+            unreachable!("a collection or an apply is carried out by its effects")
         }
-    }))
+    }
 }
 
 /// Writes the status when it is worth a write, then publishes the Events.

@@ -13,10 +13,6 @@
 //! listed); one that is taken by someone else's object fails the whole apply
 //! as a name conflict listing each, and nothing is written.
 
-// A writer module (docs/architecture.md, "Who writes"):
-// it applies (creates and patches) an instance's objects.
-#![allow(clippy::disallowed_methods)]
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
@@ -295,17 +291,30 @@ async fn apply_one(
     let applied = if op.create {
         let mut body = object.body();
         body["metadata"]["resourceVersion"] = CREATE_ONLY_RESOURCE_VERSION.into();
-        match meta.patch(&op.id.name, &params, &Patch::Apply(&body)).await {
+        match crate::reconcile::execute::writes::patch(
+            &meta,
+            &op.id.name,
+            &params,
+            &Patch::Apply(&body),
+        )
+        .await
+        {
             Ok(created) => created,
             // The name is taken: by this instance's own object the cache has not
             // shown yet, by an object handed over, or by someone else's.
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let live = meta.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
                 match owner(&live.metadata, op.id.kind, instance.uid, instance.name) {
-                    Owner::Ours | Owner::Adopt => meta
-                        .patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
+                    Owner::Ours | Owner::Adopt => {
+                        crate::reconcile::execute::writes::patch(
+                            &meta,
+                            &op.id.name,
+                            &params,
+                            &Patch::Apply(&object.manifest),
+                        )
                         .await
-                        .map_err(|e| fail("apply", &e))?,
+                    }
+                    .map_err(|e| fail("apply", &e))?,
                     Owner::Foreign(whose) => return Err(name_conflict(&op.id, &whose)),
                 }
             }
@@ -314,13 +323,18 @@ async fn apply_one(
     } else if op.keep_live_template {
         let live = api.get(&op.id.name).await.map_err(|e| fail("read", &e))?;
         let body = with_live_template(object.body(), &live.data, &live.metadata);
-        meta.patch(&op.id.name, &params, &Patch::Apply(&body))
+        crate::reconcile::execute::writes::patch(&meta, &op.id.name, &params, &Patch::Apply(&body))
             .await
             .map_err(|e| fail("apply", &e))?
     } else {
-        meta.patch(&op.id.name, &params, &Patch::Apply(&object.manifest))
-            .await
-            .map_err(|e| fail("apply", &e))?
+        crate::reconcile::execute::writes::patch(
+            &meta,
+            &op.id.name,
+            &params,
+            &Patch::Apply(&object.manifest),
+        )
+        .await
+        .map_err(|e| fail("apply", &e))?
     };
     if op.clear_address {
         // Again after the class moved: the old controller may have written the
@@ -357,9 +371,13 @@ pub fn with_live_template(
 /// Removes the addresses an ingress controller wrote into an Ingress's status.
 async fn clear_address(api: &Api<DynamicObject>, id: &ObjectId) -> Result<(), kube::Error> {
     let patch = serde_json::json!({"status": {"loadBalancer": {"ingress": null}}});
-    match api
-        .patch_status(&id.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
+    match crate::reconcile::execute::writes::patch_status(
+        api,
+        &id.name,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

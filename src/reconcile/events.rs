@@ -1,12 +1,9 @@
 //! Events: what they say is `kura_core::events` (pure); here they are
-//! published as Kubernetes Events, without holding up the reconcile.
-
-// A writer module (docs/architecture.md, "Who writes"):
-// it publishes an instance's Events.
-#![allow(clippy::disallowed_methods)]
+//! published as Kubernetes Events (through the Event recorder, `recorder`),
+//! without holding up the reconcile.
 
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use std::sync::Arc;
 
 use crate::context::Context;
@@ -63,30 +60,11 @@ pub fn status_write_failed(error: &kube::Error) -> Event {
     }
 }
 
-/// Publish `events` without holding up the reconcile: an Event is a write of
-/// its own, and awaiting it put a round trip (or a throttled retry) between an
-/// apply and the status that records it. One that cannot be written is logged
-/// and never fails the reconcile.
-///
-/// A `Recorder` made for the batch, not one for the process: kube's recorder
-/// keeps every Event it published for six minutes to fold repeats into a series,
-/// keyed without the note, so a second Applied within that time would have
-/// shown the first one's revision with a count of 2; and at a thousand
-/// instances that cache was megabytes of the operator's memory. Our Events
-/// mark transitions, each with its own note: there is nothing to fold.
+/// Publishes `events` on `object` without holding up the reconcile
+/// (`recorder::publish`).
 pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, events: Vec<Event>) {
-    if events.is_empty() {
-        return;
-    }
-    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
     let reference = object.object_ref(&());
-    tokio::spawn(async move {
-        for event in events {
-            if let Err(e) = recorder.publish(&event, &reference).await {
-                tracing::warn!(namespace = ?reference.namespace, kind = ?reference.kind, name = ?reference.name, error = %e, reason = %event.reason, "could not publish event");
-            }
-        }
-    });
+    crate::recorder::publish(ctx.client.clone(), ctx.reporter.clone(), reference, events);
 }
 
 /// A pause whose end has passed resumes the instance by itself: said once,

@@ -1,19 +1,26 @@
-//! Carrying out a decision: what happened (`Outcome`) and when to look again.
-//! Only the apply writes (`rollout`); the rest takes what the decision
-//! reserves in this process (a host before an apply, a slot of the fleet
-//! budget for an admission), checking again under the same lock, since
-//! another reconcile may have taken it since the decision.
+//! The executor: carries out a decision's effects, in order, and turns what
+//! happened into an `Outcome` and the time to look again. It is where a
+//! pass's writes start: the apply and the prune (`rollout`), what the
+//! decision reserves (a host before an apply, a slot of the fleet budget for
+//! an admission: `reservations`, each checked again under its lock, since
+//! another pass may have taken it since the decision), and the hosts input
+//! nobody can apply gives up. `Effect::WriteStatus` is the report's
+//! (`report::Pass::write`), after the probe.
+
+pub mod writes;
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Error, budget, rollout};
+use super::reservations::{self, Ask};
+use super::{Error, rollout};
 use crate::context::Context;
-use crate::reconcile::decide::{Decision, Valid, Verdict};
 use kura_core::api::{KuraInstance, RolloutState};
 use kura_core::claims::Conflict;
 use kura_core::config::OperatorConfig;
+use kura_core::judge::Effect;
+use kura_core::judge::instance::{InstanceDecision as Decision, Valid, Verdict};
 use kura_core::outcome::Outcome;
 use kura_core::plan::{Plan, until};
 use kura_core::rollout::Admission;
@@ -32,6 +39,7 @@ pub const SLOT_TAKEN: &str = "the budget's slot was taken since the decision";
 /// reconciled at the same moment has formed by then.
 const JOIN_RECHECK: Duration = Duration::from_secs(2);
 
+/// Carries out `decision.effects` up to the status write.
 pub async fn execute(
     ctx: &Context,
     instance: &KuraInstance,
@@ -39,19 +47,109 @@ pub async fn execute(
     config: &OperatorConfig,
     now: Timestamp,
 ) -> Result<(Outcome, Duration), Error> {
-    let valid = match &decision.verdict {
-        Verdict::Invalid(errors) => {
-            // Input nobody can apply asks for no host: it keeps nobody waiting.
-            ctx.stores.claims.stand_down(instance);
-            return Ok((Outcome::Invalid(errors.clone()), ctx.resync));
+    let ask = Ask {
+        instance,
+        observed: &decision.observed,
+        stores: &ctx.stores,
+        memory: &ctx.memory,
+        config,
+        now,
+    };
+    for effect in &decision.effects {
+        match effect {
+            Effect::StandDown => ctx.stores.claims.stand_down(instance),
+            Effect::ReserveSlot => return reserve_slot(ctx, &ask).await,
+            Effect::ClaimHosts => {
+                let taken = reservations::of(ctx).take_hosts(&ask).await;
+                if let Err(conflict) = taken.map_err(Error::Ledger)? {
+                    return Ok(host_conflict(ctx, conflict, now));
+                }
+            }
+            Effect::Apply { waves } => {
+                let valid = decision.valid().expect("only a valid instance applies");
+                return apply_and_prune(ctx, instance, decision, valid, waves, now).await;
+            }
+            // Carried out with the apply it follows, once that succeeded.
+            Effect::Prune { .. } => {}
+            // The report's, after the probe; a gateway's effects are not an instance's.
+            Effect::WriteStatus | Effect::Release { .. } | Effect::Collect => {}
         }
+    }
+    Ok(wrote_nothing(ctx, instance, decision, now))
+}
+
+/// `Effect::ReserveSlot`: the admission, recorded first and applied on the
+/// pass that follows at once; or the slot was taken meanwhile.
+async fn reserve_slot(ctx: &Context, ask: &Ask<'_>) -> Result<(Outcome, Duration), Error> {
+    let admission = reservations::of(ctx)
+        .take_slot(ask)
+        .await
+        .map_err(Error::Ledger)?;
+    Ok(match admission {
+        Admission::Admit { .. } => (Outcome::Admitted, ADMITTED_RECHECK),
+        // Another pass took the slot since the decision (sharded: or the
+        // ledger still counts one that left: see `reservations`).
+        waiting => {
+            tracing::info!("{SLOT_TAKEN}: waiting");
+            (Outcome::Held(waiting), JOIN_RECHECK)
+        }
+    })
+}
+
+/// `Effect::Apply`, then the `Effect::Prune` that follows it.
+async fn apply_and_prune(
+    ctx: &Context,
+    instance: &KuraInstance,
+    decision: &Decision,
+    valid: &Valid,
+    waves: &[kura_core::judge::Wave],
+    now: Timestamp,
+) -> Result<(Outcome, Duration), Error> {
+    let Plan::Apply { reasons, held, .. } = &valid.plan else {
+        unreachable!("an apply is the effect of Plan::Apply");
+    };
+    let prune = decision
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Prune { objects } => Some(objects.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let steps = rollout::Steps {
+        reasons: reasons.clone(),
+        apply: kura_core::judge::ops(waves),
+        prune,
+        key: &valid.key,
+        held: held.clone(),
+    };
+    rollout::rollout(
+        ctx,
+        instance,
+        &decision.observed,
+        &valid.desired,
+        steps,
+        now,
+    )
+    .await
+}
+
+/// The outcome of a decision that writes nothing before its report, and
+/// when to look again.
+fn wrote_nothing(
+    ctx: &Context,
+    instance: &KuraInstance,
+    decision: &Decision,
+    now: Timestamp,
+) -> (Outcome, Duration) {
+    let valid = match &decision.verdict {
+        Verdict::Invalid(errors) => return (Outcome::Invalid(errors.clone()), ctx.resync),
         Verdict::Valid(valid) => valid,
     };
     if let Some(conflict) = &valid.host_conflict {
-        return Ok(host_conflict(ctx, conflict.clone(), now));
+        return host_conflict(ctx, conflict.clone(), now);
     }
-    let observed = &decision.observed;
-    Ok(match &valid.plan {
+    match &valid.plan {
         Plan::Invalid(errors) => (Outcome::Invalid(errors.clone()), ctx.resync),
         // A pause with an end looks again when it ends.
         Plan::Paused => (Outcome::Paused, pause_recheck(ctx, instance, now)),
@@ -72,115 +170,14 @@ pub async fn execute(
         ),
         Plan::Converged => (Outcome::Converged, ctx.resync),
         Plan::Settling => (Outcome::Converged, kura_core::plan::SETTLE),
-        Plan::Admit => {
-            let admission = match &ctx.ledgers {
-                None => {
-                    budget::take_slot(instance, observed, &ctx.stores, &ctx.memory, config, now)
-                }
-                Some(ledgers) => {
-                    let slot = budget::take_shared_slot(
-                        instance,
-                        observed,
-                        &ctx.stores,
-                        &ledgers.budget,
-                        config,
-                        now,
-                    );
-                    slot.await.map_err(Error::Ledger)?
-                }
-            };
-            match admission {
-                // Recorded first, applied on the pass that follows at once.
-                Admission::Admit { .. } => (Outcome::Admitted, ADMITTED_RECHECK),
-                // Another reconcile took the slot since the decision (sharded:
-                // or the ledger still counts one that left: see `report`).
-                waiting => {
-                    tracing::info!("{SLOT_TAKEN}: waiting");
-                    (Outcome::Held(waiting), JOIN_RECHECK)
-                }
-            }
-        }
         Plan::Held(admission) => (
             Outcome::Held(admission.clone()),
             held_recheck(decision, admission, now),
         ),
-        Plan::Apply {
-            reasons,
-            apply,
-            prune,
-            held,
-        } => {
-            let steps = rollout::Steps {
-                reasons: reasons.clone(),
-                apply: apply.clone(),
-                prune: prune.clone(),
-                key: &valid.key,
-                held: held.clone(),
-            };
-            return take_hosts_and_apply(ctx, instance, decision, valid, steps, config, now).await;
+        Plan::Admit | Plan::Apply { .. } => {
+            unreachable!("an admission or an apply is carried out by its effects")
         }
-    })
-}
-
-/// Takes the hosts, then applies and prunes.
-async fn take_hosts_and_apply(
-    ctx: &Context,
-    instance: &KuraInstance,
-    decision: &Decision,
-    valid: &Valid,
-    steps: rollout::Steps<'_>,
-    config: &OperatorConfig,
-    now: Timestamp,
-) -> Result<(Outcome, Duration), Error> {
-    if let Err(conflict) = ctx.stores.claims.claim(instance, config, now) {
-        return Ok(host_conflict(ctx, conflict, now));
     }
-    if let Some(ledgers) = &ctx.ledgers
-        && let Some(conflict) = reserve_hosts(ctx, &ledgers.hosts, instance, config, now).await?
-    {
-        return Ok(host_conflict(ctx, conflict, now));
-    }
-    rollout::rollout(
-        ctx,
-        instance,
-        &decision.observed,
-        &valid.desired,
-        steps,
-        now,
-    )
-    .await
-}
-
-/// Sharded: the hosts this instance serves by no Ingress yet are reserved
-/// in the shared ledger before its apply, since the replica of another shard
-/// cannot see this process's grant; one another instance reserved first is a
-/// host conflict until that entry ends.
-async fn reserve_hosts(
-    ctx: &Context,
-    ledger: &crate::shards::ledger::Ledger,
-    instance: &KuraInstance,
-    config: &OperatorConfig,
-    now: Timestamp,
-) -> Result<Option<Conflict>, Error> {
-    let fresh = ctx.stores.claims.not_served(instance, config);
-    let uid = instance.metadata.uid.clone().unwrap_or_default();
-    if fresh.is_empty() || uid.is_empty() {
-        return Ok(None);
-    }
-    let reservation = kura_core::shard::ledger::HostReservation {
-        uid,
-        owner: format!(
-            "{}/{}",
-            instance.metadata.namespace.as_deref().unwrap_or_default(),
-            instance.metadata.name.as_deref().unwrap_or_default()
-        ),
-        wanted: fresh,
-        at: now,
-    };
-    let seen =
-        |e: &kura_core::shard::ledger::Entry| crate::shards::ledger::seen(&ctx.stores.instances, e);
-    let reserve = ledger.reserve_hosts(now, seen, reservation);
-    reserve.await.map_err(Error::Ledger)
 }
 
 fn host_conflict(ctx: &Context, conflict: Conflict, now: Timestamp) -> (Outcome, Duration) {

@@ -1,16 +1,16 @@
 //! One reconcile of a `KuraInstance`, as a pipeline:
 //!
-//! recall → decide → execute (rollout: apply, prune) → probe → status → write
+//! recall → snapshot → judge → execute (rollout: apply, prune) → probe → status → write
 //!
-//! `crate::reconcile::decide` is the decision the preview (`kura-operator diff`) makes
-//! too: validate, render, observe the caches, host claims, the fleet budget,
-//! plan. Only `execute` (through `rollout`'s apply and prune) and
+//! `snapshot` reads what the pass decides from (the caches, host claims, the
+//! fleet budget, memory); `kura_core::judge` decides from it, purely, the
+//! verdict and its effects, as the preview (`kura-operator diff`) does too.
+//! Only `execute` (through `rollout`'s apply and prune) and
 //! `report::Pass::write` talk to the apiserver; probe reads the caches, and
 //! status::compute is pure.
 
 pub mod apply;
 pub mod budget;
-pub mod decide;
 pub mod endpoint_check;
 pub mod events;
 pub mod execute;
@@ -19,7 +19,9 @@ pub mod observe;
 pub mod probe;
 pub mod prune;
 mod report;
+pub mod reservations;
 mod rollout;
+pub mod snapshot;
 pub mod status;
 /// Storage the live StatefulSet keeps (pure, in `kura-core`).
 pub use crate::stores::{self, labelled};
@@ -33,8 +35,10 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use crate::context::Context;
-use crate::reconcile::decide::{Inputs, Mode, decide};
+use crate::reconcile::snapshot::{Inputs, decide_from};
 use kura_core::api::KuraInstance;
+use kura_core::judge::Mode;
+use kura_core::judge::instance::{InstanceDecision, Verdict};
 use kura_core::outcome::Failure;
 use kura_core::plan::SETTLE;
 use kura_core::render::hash::short;
@@ -188,8 +192,8 @@ pub async fn reconcile(
 
 /// Whether this pass carries a fleet rollout: the operator's change (its
 /// configuration or release), still to be applied or waiting for the budget.
-fn rolling_out(decision: &decide::Decision, origin: kura_core::api::Origin) -> bool {
-    let decide::Verdict::Valid(valid) = &decision.verdict else {
+fn rolling_out(decision: &InstanceDecision, origin: kura_core::api::Origin) -> bool {
+    let Verdict::Valid(valid) = &decision.verdict else {
         return false;
     };
     origin == kura_core::api::Origin::Operator
@@ -208,16 +212,15 @@ fn decide_now(
     config: &kura_core::config::OperatorConfig,
     recall: &crate::memory::Recall,
     now: Timestamp,
-) -> decide::Decision {
-    decide(&Inputs {
+) -> InstanceDecision {
+    let inputs = Inputs {
         instance,
         config,
         stores: &ctx.stores,
         status: recall.status.clone(),
         recently_applied: recall.recently_applied.as_deref(),
         memory: &ctx.memory,
-        policy: &ctx.policy,
         now,
-        mode: Mode::Operate,
-    })
+    };
+    decide_from(&inputs, &ctx.policy, Mode::Operate)
 }

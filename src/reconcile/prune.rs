@@ -7,10 +7,6 @@
 //! gone. An object whose deletion failed stays in the inventory, so the next
 //! reconcile tries again and status never claims it is gone.
 
-// A writer module (docs/architecture.md, "Who writes"):
-// it deletes the objects an instance no longer renders.
-#![allow(clippy::disallowed_methods)]
-
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -215,7 +211,7 @@ async fn prune_one(
         }),
         ..DeleteParams::background()
     };
-    match api.delete(&id.name, &params).await {
+    match crate::reconcile::execute::writes::delete(&api, &id.name, &params).await {
         Ok(_) => outcome.deleted.push(id.to_string()),
         // Gone already, or replaced by another object of the name (the uid
         // precondition failed): nothing of ours to delete.

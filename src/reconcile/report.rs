@@ -13,9 +13,9 @@ use super::status;
 use super::{Error, budget, endpoint_check, events};
 use crate::context::Context;
 use crate::memory::Recall;
-use crate::reconcile::decide::Decision;
 use kura_core::api::{KuraInstance, KuraInstanceStatus, RolloutState};
 use kura_core::config::OperatorConfig;
+use kura_core::judge::instance::InstanceDecision as Decision;
 use kura_core::outcome::Activation;
 use kura_core::outcome::Failure;
 use kura_core::outcome::Outcome;
@@ -147,7 +147,10 @@ impl Pass<'_> {
             let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
             let name = instance.metadata.name.as_deref().unwrap_or_default();
             if left_the_budget(&observed.status, new_status) {
-                self.end_shared_admission().await;
+                // Before the write that frees the slot (`reservations`).
+                super::reservations::of(ctx)
+                    .end_admission(instance, self.config)
+                    .await;
             }
             let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
             let written = status::write(&api, name, new_status)
@@ -171,27 +174,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Sharded: the admission's entry in the shared ledger ends before the
-    /// status write that frees its slot. That write is what wakes the next in
-    /// line on every replica (`controller::freed_elsewhere`); were the entry
-    /// still there, the woken instance would find its slot taken and wait for
-    /// a recheck. Before the write, the cache still shows this instance
-    /// admitted, so the fleet counts it from there; if the write then fails,
-    /// it still does. Unsharded, there is no ledger.
-    async fn end_shared_admission(&self) {
-        let (Some(ledgers), Some(uid)) = (&self.ctx.ledgers, &self.instance.metadata.uid) else {
-            return;
-        };
-        let key = budget::order_key(self.instance, self.config);
-        let key = format!("{}/{}", key.namespace, key.name);
-        if let Err(e) = ledgers.budget.remove(&key, uid).await {
-            tracing::warn!(error = %e, "could not end the admission in the shared ledger; it ends by itself within a minute");
-        }
-    }
-
     /// What the pass leaves for others: a slot of the budget it freed wakes
-    /// the next in line (its shared ledger entry, sharded, ended before the
-    /// status write); a pass that got through ends the transient streak.
+    /// the next in line (its reservation ended before the status write); a pass that got through ends the transient streak.
     pub fn after(&self, new: &KuraInstanceStatus, outcome: &Outcome) {
         if left_the_budget(&self.decision.observed.status, new) {
             budget::wake_next(self.ctx, self.config, self.now);

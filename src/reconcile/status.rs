@@ -2,10 +2,6 @@
 //! is written, only when it changed (I/O). The write never triggers another
 //! reconcile: the instance watch passes only generation and annotation changes.
 
-// A writer module (docs/architecture.md, "Who writes"):
-// it writes an instance's status.
-#![allow(clippy::disallowed_methods)]
-
 use kube::api::{Api, Patch, PatchParams};
 
 use kura_core::api::{KuraInstance, KuraInstanceStatus};
@@ -62,11 +58,11 @@ where
         http::header::ACCEPT,
         http::HeaderValue::from_static(METADATA_ONLY),
     );
-    let written: kube::core::PartialObjectMeta<K> = api
-        .clone()
-        .into_client()
-        .request(http::Request::from_parts(head, payload))
-        .await?;
+    let written: kube::core::PartialObjectMeta<K> = crate::reconcile::execute::writes::request(
+        api.clone().into_client(),
+        http::Request::from_parts(head, payload),
+    )
+    .await?;
     Ok(written.metadata.resource_version)
 }
 

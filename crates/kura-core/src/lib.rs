@@ -8,6 +8,8 @@
 //! - inputs: `config`, `validate` (with `rules`)
 //! - the endpoint check's verdict: `endpoint` (the request is the operator's)
 //! - rendering: `render` (canonical manifests, hashes, the revision)
+//! - the decision of a pass as a value: `judge` (a snapshot in, the verdict
+//!   and its effects out)
 //! - decisions: `plan` (an instance's state machine), `rollout` (the fleet
 //!   budget's rules), `claims` (who holds a host), `status_trust`
 //! - sharing a fleet between replicas: `shard` (the shard of a namespace,
@@ -29,6 +31,7 @@ pub mod endpoint;
 pub mod events;
 pub mod fields;
 pub mod gateway;
+pub mod judge;
 pub mod keys;
 pub mod kind;
 pub mod names;
