@@ -69,13 +69,71 @@ pub fn fenced_service(
         .option_layer(retry)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .layer(http_trace())
         .map_err(BoxError::from)
         .service(pools);
     Ok(stack
-        .map_response(|response: http::Response<hyper::body::Incoming>| {
+        .map_response(|response: http::Response<_>| {
             response.map(|body| Box::new(body.map_err(BoxError::from)) as Box<DynBody>)
         })
         .boxed())
+}
+
+/// The span and lines kube's own stack gives every request (`HTTP`, with
+/// its method, URL and status), under kube's target, so that a log filter
+/// showing kube's requests (`kube=debug`) shows them with election too.
+fn http_trace() -> tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    impl Fn(&http::Request<Body>) -> tracing::Span + Clone,
+    impl Fn(&http::Request<Body>, &tracing::Span) + Clone,
+    impl Fn(&http::Response<hyper::body::Incoming>, std::time::Duration, &tracing::Span) + Clone,
+    (),
+    (),
+    impl Fn(tower_http::classify::ServerErrorsFailureClass, std::time::Duration, &tracing::Span)
+    + Clone,
+> {
+    use tower_http::classify::ServerErrorsFailureClass;
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(|request: &http::Request<Body>| {
+            tracing::debug_span!(
+                target: "kube_client::client::builder",
+                "HTTP",
+                http.method = %request.method(),
+                http.url = %request.uri(),
+                http.status_code = tracing::field::Empty,
+                otel.name = request.extensions().get::<&'static str>().unwrap_or(&"HTTP"),
+                otel.kind = "client",
+                otel.status_code = tracing::field::Empty,
+            )
+        })
+        .on_request(|_: &http::Request<Body>, _: &tracing::Span| {
+            tracing::debug!(target: "kube_client::client::builder", "requesting");
+        })
+        .on_response(
+            |response: &http::Response<hyper::body::Incoming>, _: std::time::Duration, span: &tracing::Span| {
+                let status = response.status();
+                span.record("http.status_code", status.as_u16());
+                if status.is_client_error() || status.is_server_error() {
+                    span.record("otel.status_code", "ERROR");
+                }
+            },
+        )
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(
+            |failure: ServerErrorsFailureClass, _: std::time::Duration, span: &tracing::Span| {
+                span.record("otel.status_code", "ERROR");
+                match failure {
+                    ServerErrorsFailureClass::StatusCode(status) => {
+                        span.record("http.status_code", status.as_u16());
+                        tracing::error!(target: "kube_client::client::builder", "failed with status {status}");
+                    }
+                    ServerErrorsFailureClass::Error(error) => {
+                        tracing::error!(target: "kube_client::client::builder", "failed with error {error}");
+                    }
+                }
+            },
+        )
 }
 
 type Pool<C> = HyperClient<TimeoutConnector<FencedConnector<C>>, Body>;

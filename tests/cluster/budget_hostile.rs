@@ -323,27 +323,32 @@ async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready
         f.create(n, |_| {}).await;
     }
     all_ready(&f.instances, &fleet).await;
-    // b00 is admitted and never gets Ready: the rollout halts, b01 is held.
+    // One is admitted and never gets Ready: the rollout halts, the other is
+    // held (which one goes first is the order their passes ran in).
     f.op.set_config(&fleet_config(&f.ns.name, "320Mi", rollout));
-    wait_for("b01 to be held", T, || async {
-        let s = f.instances.get("b01").await.ok()?.status?;
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "RolloutHeld" && c.status == kura_core::api::ConditionStatus::True)
-            .then_some(())
+    let held = wait_for("one of the two to be held", T, || async {
+        for name in fleet {
+            let s = f.instances.get(name).await.ok()?.status?;
+            if s.conditions.iter().any(|c| {
+                c.type_ == "RolloutHeld" && c.status == kura_core::api::ConditionStatus::True
+            }) {
+                return Some(name);
+            }
+        }
+        None
     })
     .await;
     let sts: Api<StatefulSet> = f.ns.api();
     sts.patch_scale(
-        "b01",
+        held,
         &PatchParams::default(),
         &Patch::Merge(&json!({"spec": {"replicas": 0}})),
     )
     .await
     .unwrap();
-    wait_for("b01's workload repaired and b01 not Ready", T, || async {
-        let replicas = sts.get("b01").await.ok()?.spec?.replicas?;
-        let s = f.instances.get("b01").await.ok()?.status?;
+    wait_for("the held one's workload repaired and it not Ready", T, || async {
+        let replicas = sts.get(held).await.ok()?.spec?.replicas?;
+        let s = f.instances.get(held).await.ok()?.status?;
         let ready = s
             .conditions
             .iter()
