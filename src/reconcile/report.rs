@@ -173,7 +173,7 @@ impl Pass<'_> {
 
     /// Sharded: the admission's entry in the shared ledger ends before the
     /// status write that frees its slot. That write is what wakes the next in
-    /// line on every replica (`controller::freed_elsewhere`); were the entry
+    /// line on every replica (`controller::instance::freed_elsewhere`); were the entry
     /// still there, the woken instance would find its slot taken and wait for
     /// a recheck. Before the write, the cache still shows this instance
     /// admitted, so the fleet counts it from there; if the write then fails,
