@@ -275,6 +275,8 @@ impl Candidate {
     /// What this step did to the role: a write that makes this process the
     /// holder was sent at some instant, or it does not hold the Lease, or
     /// nobody can tell yet.
+    // split with the fence's next change (the renewal instants it reads are taken here)
+    #[allow(clippy::too_many_lines)]
     async fn try_step(&mut self) -> Result<Renewal, kube::Error> {
         let me = self.settings.identity.clone();
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {

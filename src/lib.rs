@@ -9,6 +9,9 @@
 // Unit tests may write as clients do; the code they test is checked without
 // them (docs/architecture.md, "Who writes").
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
+// Tests may be longer than the 80 lines a function may have (clippy.toml):
+// a scenario reads best in one piece.
+#![cfg_attr(test, allow(clippy::too_many_lines))]
 
 pub mod claims;
 pub mod config_watch;
@@ -19,17 +22,14 @@ pub mod diff;
 pub mod endpoint;
 pub mod fence;
 pub mod gateway;
-pub mod gateway_controller;
 pub mod leader;
 pub mod list_strategy;
 pub mod memory;
 pub mod metrics;
-pub mod process_metrics;
 pub mod reconcile;
 pub mod recorder;
 pub mod refresh_budget;
 pub mod run;
-pub mod runtime_metrics;
 pub mod server;
 pub mod shards;
 pub mod stores;

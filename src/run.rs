@@ -179,33 +179,10 @@ async fn run(
 ) -> Result<(), Box<dyn std::error::Error>> {
     use std::sync::Arc;
 
-    use kube::runtime::events::Reporter;
-
-    use crate::context::{Context, Faults};
-    use crate::controller::{self, Scope};
-    use crate::leader::LeaderState;
-    use crate::server::{self, Probes};
-    use kura_core::config::OperatorConfig;
-    use kura_core::plan::RetryPolicy;
-
     // Start-up checks first, each failing in one line: config, kubeconfig,
     // the metrics address, the CRDs.
-    let config_text = std::fs::read_to_string(&args.config).map_err(|e| {
-        format!(
-            "operator config {}: cannot read: {e}",
-            args.config.display()
-        )
-    })?;
-    let config = OperatorConfig::load(&args.config)?;
-    if args.shards > 1 && !args.leader_elect {
-        return Err(format!(
-            "--shards {}: needs --leader-elect (each shard has its own Lease)",
-            args.shards
-        )
-        .into());
-    }
-    let shards =
-        kura_core::shard::Shards::new(args.shards).unwrap_or(kura_core::shard::Shards::ONE);
+    let (config_text, config) = read_config(&args)?;
+    let shards = shards(&args)?;
     let gate = Arc::new(crate::shards::Gate::new(shards));
     // A read may stay silent for as long as a watch does.
     let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
@@ -236,36 +213,160 @@ async fn run(
         Arc::new(crate::fence::Fence::open()),
     )
     .await?;
-    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
-        .await
-        .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
-    let metrics_addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    // Served while the apiserver is still being reached: alive, not ready.
-    let probes = Arc::new(Probes::with_metrics(metrics));
-    // Read and checked above: an invalid start-up configuration exits.
-    probes.metrics.set_config_valid(true);
-    let serving = tokio::spawn(server::serve(
-        listener,
-        probes.clone(),
-        stopped(stop_rx.clone()),
-    ));
+    let (probes, serving, metrics_addr) = serve_probes(&args, metrics, stop_rx.clone()).await?;
     let crds = check_crds(&client).await?;
     // Logging starts only now: a start-up failure is the one line main() prints
     // (kube's own error log of a failed connection would be a second one).
     crate::traces::init(&args.log_format, export, tokio::runtime::Handle::current())?;
 
-    let reporter = Reporter {
-        controller: "kura-operator".into(),
-        instance: std::env::var("POD_NAME").ok(),
+    let pod = PodReports::new(reports);
+    let (config_changed, config_rx) =
+        follow_config(&args, &client, &pod, &probes, (config_text, config))?;
+    follow_crds(&client, crds, &gate, &pod, &probes);
+    // The instance controller's one wake channel: the budget's next in line
+    // (`Context::wake`) and instances a freed host concerns (claims).
+    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let caches = Caches::start(&args, &client, &gate, &probes, wake_tx.clone()).await;
+    let (leader_tx, leader_rx) = leader_channel(&args, &probes.metrics);
+    let ledgers = (shards.count() > 1).then(|| {
+        let lease = lease_settings(&args, fence.clone());
+        crate::shards::ledger::Ledgers::new(client.clone(), &lease.namespace, &lease.name)
+            .counted(&probes.metrics)
+    });
+    let wiring = Wiring {
+        client,
+        config: config_rx,
+        reporter: pod.reporter,
+        leader: leader_rx,
+        wake: wake_tx,
+        gate: gate.clone(),
     };
-    let (config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
+    let ctx = Arc::new(context(&args, wiring, &caches.streams, &probes, ledgers));
+    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
+    let lease = args
+        .leader_elect
+        .then(|| lease_settings(&args, fence.clone()));
+    let election = election(ctx.clone(), probes.clone(), lease, leader_tx, released_rx);
+    let controllers = controllers(
+        &args,
+        (caches.streams, caches.gateways),
+        ctx.clone(),
+        config_changed,
+        wake_rx,
+        stop_rx,
+        released_tx,
+    );
+    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, shards = args.shards, "kura-operator running");
+    tokio::select! {
+        _ = async { tokio::join!(controllers, election, until_signal(stop_tx)) } => {}
+        _ = follow_leader(ctx.clone(), probes.metrics.clone()) => {}
+        _ = sweep_memory(ctx.clone()) => {}
+        _ = crate::reconcile::endpoint_check::watch_addresses(ctx.clone()) => {}
+        _ = caches.foreign_names => {}
+    }
+    let _ = serving.await;
+    Ok(())
+}
+
+/// The configuration file as read at start-up (its text, for the follower
+/// to tell a change from it) and as parsed.
+fn read_config(
+    args: &RunArgs,
+) -> Result<(String, kura_core::config::OperatorConfig), Box<dyn std::error::Error>> {
+    let config_text = std::fs::read_to_string(&args.config).map_err(|e| {
+        format!(
+            "operator config {}: cannot read: {e}",
+            args.config.display()
+        )
+    })?;
+    let config = kura_core::config::OperatorConfig::load(&args.config)?;
+    Ok((config_text, config))
+}
+
+/// The fleet's shards (`--shards`); more than one needs an election.
+fn shards(args: &RunArgs) -> Result<kura_core::shard::Shards, Box<dyn std::error::Error>> {
+    if args.shards > 1 && !args.leader_elect {
+        return Err(format!(
+            "--shards {}: needs --leader-elect (each shard has its own Lease)",
+            args.shards
+        )
+        .into());
+    }
+    Ok(kura_core::shard::Shards::new(args.shards).unwrap_or(kura_core::shard::Shards::ONE))
+}
+
+/// Resolves once `stop` says so.
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// `/metrics`, `/healthz` and `/readyz` on `--metrics-addr`, served while the
+/// apiserver is still being reached (alive, not ready) until `stop`; the
+/// probes and the address bound.
+async fn serve_probes(
+    args: &RunArgs,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<
+    (
+        std::sync::Arc<crate::server::Probes>,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+        SocketAddr,
+    ),
+    Box<dyn std::error::Error>,
+> {
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| format!("--metrics-addr {}: {e}", args.metrics_addr))?;
+    let metrics_addr = listener.local_addr()?;
+    let probes = std::sync::Arc::new(crate::server::Probes::with_metrics(metrics));
+    // Read and checked before: an invalid start-up configuration exits.
+    probes.metrics.set_config_valid(true);
+    let serving = tokio::spawn(crate::server::serve(
+        listener,
+        probes.clone(),
+        stopped(stop),
+    ));
+    Ok((probes, serving, metrics_addr))
+}
+
+/// Who reports on this process's own Pod, through the client outside the fence.
+struct PodReports {
+    client: kube::Client,
+    reporter: kube::runtime::events::Reporter,
+}
+
+impl PodReports {
+    fn new(client: kube::Client) -> PodReports {
+        let reporter = kube::runtime::events::Reporter {
+            controller: "kura-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        PodReports { client, reporter }
+    }
+}
+
+/// Follows the configuration (`--config-map`, else the file) from the one
+/// read at start-up: the ticks of its changes, and the configuration in force.
+#[allow(clippy::type_complexity)]
+fn follow_config(
+    args: &RunArgs,
+    client: &kube::Client,
+    pod: &PodReports,
+    probes: &crate::server::Probes,
+    (config_text, config): (String, kura_core::config::OperatorConfig),
+) -> Result<
+    (
+        impl futures::Stream<Item = ()> + Send + 'static,
+        tokio::sync::watch::Receiver<std::sync::Arc<kura_core::config::OperatorConfig>>,
+    ),
+    Box<dyn std::error::Error>,
+> {
+    let (config_tx, config_rx) = tokio::sync::watch::channel(std::sync::Arc::new(config));
     let report = crate::config_watch::Report {
         metrics: probes.metrics.clone(),
-        events: crate::config_watch::PodEvents::from_env(reports.clone(), reporter.clone()),
+        events: crate::config_watch::PodEvents::from_env(pod.client.clone(), pod.reporter.clone()),
     };
     let source = match &args.config_map {
         Some(at) => {
@@ -284,15 +385,92 @@ async fn run(
     let (config_changed, config_state) =
         crate::config_watch::follow(source, config_text, config_tx, report);
     probes.set_config_state(config_state);
+    Ok((config_changed, config_rx))
+}
+
+/// Follows the installed CRDs (`crd_check`): nothing is reconciled while one
+/// is incompatible.
+fn follow_crds(
+    client: &kube::Client,
+    crds: Vec<crate::crd_check::Pair>,
+    gate: &std::sync::Arc<crate::shards::Gate>,
+    pod: &PodReports,
+    probes: &crate::server::Probes,
+) {
     probes.set_crds(crate::crd_check::follow(
         client.clone(),
         crds,
         crate::crd_check::Report {
             gate: gate.clone(),
             metrics: probes.metrics.clone(),
-            events: pod_events_target(&reports, &reporter),
+            events: pod_events_target(&pod.client, &pod.reporter),
         },
     ));
+}
+
+/// The caches and the controllers' streams, and the follower of the names
+/// of objects without the operator's label.
+struct Caches<F> {
+    streams: crate::controller::streams::Streams,
+    gateways: crate::controller::streams::GatewayStreams,
+    foreign_names: F,
+}
+
+impl Caches<()> {
+    /// Instances a freed host concerns go to `wake`.
+    async fn start(
+        args: &RunArgs,
+        client: &kube::Client,
+        gate: &std::sync::Arc<crate::shards::Gate>,
+        probes: &crate::server::Probes,
+        wake: crate::claims::watch::WakeSender,
+    ) -> Caches<impl std::future::Future<Output = ()> + Send + 'static> {
+        let scope = scope(args, client, gate, probes).await;
+        let (streams, gateways) = crate::controller::streams::streams(&scope, wake);
+        probes.set_instances(streams.stores.instances.clone());
+        let foreign_names = crate::controller::foreign::follow_foreign_names(
+            &scope,
+            streams.stores.foreign.clone(),
+        );
+        Caches {
+            streams,
+            gateways,
+            foreign_names,
+        }
+    }
+}
+
+/// The role this process has, as the election finds it: nobody reconciles
+/// before every cache has listed once (a restarted operator would see every
+/// child "missing" and re-apply the whole fleet). Elected, a replica is
+/// ready only once it has read its Lease: before, it could not take over,
+/// and a test or a rollout would take it for a standby that can. Elected,
+/// `leader_election_master_status` follows it (as client-go does, only with
+/// an election).
+fn leader_channel(
+    args: &RunArgs,
+    metrics: &crate::metrics::Metrics,
+) -> (
+    tokio::sync::watch::Sender<crate::leader::LeaderState>,
+    tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+) {
+    if args.leader_elect {
+        metrics.runtime.leader_election(&args.lease_name);
+    }
+    tokio::sync::watch::channel(crate::leader::LeaderState {
+        leading: false,
+        healthy: !args.leader_elect,
+    })
+}
+
+/// Where the caches look (`--namespace`), how they list (asked once), and
+/// whether the apiserver filters the shard-local ones to this process's shards.
+async fn scope(
+    args: &RunArgs,
+    client: &kube::Client,
+    gate: &std::sync::Arc<crate::shards::Gate>,
+    probes: &crate::server::Probes,
+) -> crate::controller::scope::Scope {
     let instances_api: kube::Api<kura_core::api::KuraInstance> = match &args.namespace {
         Some(ns) => kube::Api::namespaced(client.clone(), ns),
         None => kube::Api::all(client.clone()),
@@ -306,8 +484,8 @@ async fn run(
     };
     let filter = crate::shards::select::choose(
         args.shard_filter,
-        shards,
-        &client,
+        gate.shards(),
+        client,
         services_api.resource_url(),
     )
     .await;
@@ -320,45 +498,50 @@ async fn run(
             client: client.clone(),
         }
     });
-    let scope = Scope {
+    crate::controller::scope::Scope {
         client: client.clone(),
         list,
         namespace: args.namespace.clone(),
         watch_timeout: args.watch_timeout.as_secs().clamp(1, u32::MAX as u64) as u32,
         host_reservation: args.host_reservation,
         select,
-    };
-    // The instance controller's one wake channel: the budget's next in line
-    // (`Context::wake`) and instances a freed host concerns (claims).
-    let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (streams, gateway_streams) = controller::streams(&scope, wake_tx.clone());
-    probes.set_instances(streams.stores.instances.clone());
-    let foreign_names = controller::follow_foreign_names(&scope, streams.stores.foreign.clone());
-    // Nobody reconciles before every cache has listed once: a restarted
-    // operator would see every child "missing" and re-apply the whole fleet.
-    // Elected, a replica is ready only once it has read its Lease: before,
-    // it could not take over, and a test or a rollout would take it for a
-    // standby that can.
-    let (leader_tx, leader_rx) = tokio::sync::watch::channel(LeaderState {
-        leading: false,
-        healthy: !args.leader_elect,
-    });
-    let ctx = Arc::new(Context {
-        client: client.clone(),
+    }
+}
+
+/// What the reconciles share besides the flags and the caches.
+struct Wiring {
+    client: kube::Client,
+    config: tokio::sync::watch::Receiver<std::sync::Arc<kura_core::config::OperatorConfig>>,
+    reporter: kube::runtime::events::Reporter,
+    leader: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
+    wake: crate::claims::watch::WakeSender,
+    gate: std::sync::Arc<crate::shards::Gate>,
+}
+
+/// The reconciles' context.
+fn context(
+    args: &RunArgs,
+    wiring: Wiring,
+    streams: &crate::controller::streams::Streams,
+    probes: &crate::server::Probes,
+    ledgers: Option<crate::shards::ledger::Ledgers>,
+) -> crate::context::Context {
+    crate::context::Context {
+        client: wiring.client,
         stores: streams.stores.clone(),
-        config: config_rx,
-        reporter,
-        policy: RetryPolicy {
+        config: wiring.config,
+        reporter: wiring.reporter,
+        policy: kura_core::plan::RetryPolicy {
             budget: args.retry_budget,
             stall_window: args.stall_window,
             transient_report_after: args.transient_report_after,
-            ..RetryPolicy::default()
+            ..kura_core::plan::RetryPolicy::default()
         },
         resync: args.resync,
         metrics: probes.metrics.clone(),
-        leader: leader_rx.clone(),
-        faults: Faults::from_env(),
-        wake: wake_tx,
+        leader: wiring.leader,
+        faults: crate::context::Faults::from_env(),
+        wake: wiring.wake,
         memory: Default::default(),
         gateway_memory: Default::default(),
         refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
@@ -372,95 +555,100 @@ async fn run(
                 checker
             }
         },
-        shards: gate.clone(),
+        shards: wiring.gate,
         gateway_roles: kura_core::render::gateway::GatewayRoles {
             namespaced: args.gateway_role.clone(),
             cluster: args.gateway_cluster_role.clone(),
         },
-        ledgers: (shards.count() > 1).then(|| {
-            let lease = lease_settings(&args, fence.clone());
-            crate::shards::ledger::Ledgers::new(client.clone(), &lease.namespace, &lease.name)
-                .counted(&probes.metrics)
-        }),
-    });
+        ledgers,
+    }
+}
 
-    let gateways = crate::gateway_controller::gateway_controller(
+/// Both controllers, until `stop`: built at once, run when awaited. Every
+/// instance is reconciled on a configuration change (`config_changed`),
+/// every object of a shard this process starts to act for; `wake` names
+/// instances to reconcile now. Once both stopped, `released` is told: the
+/// Lease is given up only then, so the next leader never overlaps with a
+/// reconcile of ours.
+fn controllers(
+    args: &RunArgs,
+    (streams, gateway_streams): (
+        crate::controller::streams::Streams,
+        crate::controller::streams::GatewayStreams,
+    ),
+    ctx: std::sync::Arc<crate::context::Context>,
+    config_changed: impl futures::Stream<Item = ()> + Send + 'static,
+    wake: tokio::sync::mpsc::UnboundedReceiver<
+        kube::runtime::reflector::ObjectRef<kura_core::api::KuraInstance>,
+    >,
+    stop: tokio::sync::watch::Receiver<bool>,
+    released: tokio::sync::oneshot::Sender<()>,
+) -> impl std::future::Future<Output = ()> {
+    let gateways = crate::controller::gateway::gateway_controller(
         gateway_streams,
         args.namespace.clone(),
         ctx.clone(),
-        gate.acquired(),
-        stopped(stop_rx.clone()),
+        ctx.shards.acquired(),
+        stopped(stop.clone()),
     );
-    let stores = streams.stores.clone();
-    let instances = controller::instance_controller(
+    let instances = crate::controller::instance::instance_controller(
         streams,
         ctx.clone(),
-        futures::stream::select(config_changed, gate.acquired()),
-        wake_rx,
+        futures::stream::select(config_changed, ctx.shards.acquired()),
+        wake,
         args.concurrency,
-        stopped(stop_rx.clone()),
+        stopped(stop),
     );
-    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
-    let election = {
-        let probes = probes.clone();
-        let lease = args
-            .leader_elect
-            .then(|| lease_settings(&args, fence.clone()));
-        async move {
-            let mut released = std::pin::pin!(async move {
-                let _ = released_rx.await;
-            });
-            // A shutdown before the caches synced (the apiserver out of reach)
-            // must not wait for them.
-            tokio::select! {
-                _ = controller::caches_synced(&stores) => {}
-                _ = &mut released => return,
-            }
-            probes.set_synced();
-            tracing::info!("caches synced");
-            let Some(settings) = lease else {
-                // Without an election this process leads from now on.
-                leader_tx.send_replace(LeaderState {
-                    leading: true,
-                    healthy: true,
-                });
-                let _ = released.await;
-                return;
-            };
-            // Campaign only with warm caches: a new leader reconciles at once.
-            probes.set_leader(leader_rx.clone());
-            if shards.count() > 1 {
-                crate::shards::coordinate(client, settings, gate, leader_tx, released).await;
-            } else {
-                crate::leader::campaign(client, settings, leader_tx, released).await;
-            }
-        }
-    };
-    if args.leader_elect {
-        probes.metrics.runtime.leader_election(&args.lease_name);
-    }
-    let leader_gauge = follow_leader(ctx.clone(), probes.metrics.clone());
-    tracing::info!(namespace = ?args.namespace, config = %args.config.display(), metrics = %metrics_addr, leader_elect = args.leader_elect, shards = args.shards, "kura-operator running");
-    let signal = async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-    };
-    // The Lease is given up only after the controllers stopped, so the next
-    // leader never overlaps with a reconcile of ours.
-    let controllers = async move {
+    async move {
         tokio::join!(instances, gateways);
-        let _ = released_tx.send(());
-    };
-    tokio::select! {
-        _ = async { tokio::join!(controllers, election, signal) } => {}
-        _ = leader_gauge => {}
-        _ = sweep_memory(ctx.clone()) => {}
-        _ = crate::reconcile::endpoint_check::watch_addresses(ctx.clone()) => {}
-        _ = foreign_names => {}
+        let _ = released.send(());
     }
-    let _ = serving.await;
-    Ok(())
+}
+
+/// Leader election once the caches synced (with `lease`), or leading from
+/// then on without one; until `released`: the controllers stopped.
+async fn election(
+    ctx: std::sync::Arc<crate::context::Context>,
+    probes: std::sync::Arc<crate::server::Probes>,
+    lease: Option<crate::leader::LeaseSettings>,
+    leader_tx: tokio::sync::watch::Sender<crate::leader::LeaderState>,
+    released: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut released = std::pin::pin!(async move {
+        let _ = released.await;
+    });
+    // A shutdown before the caches synced (the apiserver out of reach)
+    // must not wait for them.
+    tokio::select! {
+        _ = crate::controller::streams::caches_synced(&ctx.stores) => {}
+        _ = &mut released => return,
+    }
+    probes.set_synced();
+    tracing::info!("caches synced");
+    let Some(settings) = lease else {
+        // Without an election this process leads from now on.
+        leader_tx.send_replace(crate::leader::LeaderState {
+            leading: true,
+            healthy: true,
+        });
+        let _ = released.await;
+        return;
+    };
+    // Campaign only with warm caches: a new leader reconciles at once.
+    probes.set_leader(ctx.leader.clone());
+    let client = ctx.client.clone();
+    if ctx.shards.shards().count() > 1 {
+        crate::shards::coordinate(client, settings, ctx.shards.clone(), leader_tx, released).await;
+    } else {
+        crate::leader::campaign(client, settings, leader_tx, released).await;
+    }
+}
+
+/// Until SIGTERM or Ctrl-C, then tells everything to stop.
+async fn until_signal(stop: tokio::sync::watch::Sender<bool>) {
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
 }
 
 /// Drops the memory of instances and gateways that left the caches (deleted,
@@ -572,7 +760,7 @@ pub async fn client(
 pub async fn observed_client(
     kubeconfig: Option<&std::path::Path>,
     read_timeout: std::time::Duration,
-    metrics: std::sync::Arc<crate::runtime_metrics::RuntimeMetrics>,
+    metrics: std::sync::Arc<crate::metrics::runtime::RuntimeMetrics>,
     fence: std::sync::Arc<crate::fence::Fence>,
 ) -> Result<kube::Client, Box<dyn std::error::Error>> {
     let mut config = match kubeconfig {
@@ -600,7 +788,7 @@ pub async fn observed_client(
         .authority()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let observed = crate::runtime_metrics::RestLayer::new(metrics, &host);
+    let observed = crate::metrics::rest::RestLayer::new(metrics, &host);
     // Next to kube's own stack (its retries, auth and connection): the fence
     // reads the clock when a write is about to be handed to it, and abandons
     // one still in it (a 429 retried) when the Lease time runs out; below

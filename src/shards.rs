@@ -242,7 +242,7 @@ impl Gate {
     /// act for (at once if it acts for one already), and when a hold is
     /// released while it acts for any: what its predecessor, or the hold,
     /// let pass is reconciled.
-    pub fn acquired(&self) -> impl Stream<Item = ()> + Send + 'static {
+    pub fn acquired(&self) -> impl Stream<Item = ()> + Send + 'static + use<> {
         let rx = self.acting.subscribe();
         let releases = self.releases.subscribe();
         let start = (rx, releases, BTreeSet::new(), 0);

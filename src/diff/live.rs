@@ -233,14 +233,14 @@ fn partial<K: Resource<DynamicType = ()>>(meta: ObjectMeta) -> PartialObjectMeta
 }
 
 /// A metadata-only child into its store, as the operator's reflectors keep
-/// it (`controller::reflect_child`).
+/// it (`controller::reflect::reflect_child`).
 fn put_child<K: Resource<DynamicType = ()>>(writer: &mut Writer<CachedMeta<K>>, meta: ObjectMeta) {
     let mut object = partial::<K>(meta);
     compact_child(&mut object);
     writer.apply_watcher_event(&Event::Apply(CachedMeta::new(object.metadata)));
 }
 
-/// Into the store as the operator's reflectors keep `kind` (controller.rs).
+/// Into the store as the operator's reflectors keep `kind` (`controller::reflect`).
 fn put<K>(writer: &mut Writer<K>, mut object: K, kind: ChildKind)
 where
     K: Resource<DynamicType = ()> + Clone,

@@ -100,6 +100,8 @@ pub fn gather(desired: &Desired, stores: &Stores) -> (Option<Arc<StatefulSet>>, 
 /// applied, or the instance has not been Ready since). Then any workload that
 /// is not there yet is WorkloadProgressing; once it was active, a workload that
 /// goes missing or down is named for what it is.
+// split with the decision-as-value change
+#[allow(clippy::too_many_lines)]
 pub fn activation(
     desired: &Desired,
     sts: Option<&StatefulSet>,

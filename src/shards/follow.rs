@@ -57,35 +57,17 @@ pub async fn coordinate(
     let (member_state, membership) = watch::channel(LeaderState::default());
     let mut campaigns =
         vec![leader::campaign(client.clone(), member.clone(), member_state, stopped()).boxed()];
+    let shards = (0..n)
+        .map(|i| shard(i, &client, &base, &names, &labels, &gate, stopped()))
+        .collect::<Vec<_>>();
     let mut intents = Vec::new();
     let mut followers = Vec::new();
     let mut states = Vec::new();
-    for i in 0..n {
-        let (intent_tx, intent_rx) = watch::channel(false);
-        let (want_tx, want_rx) = watch::channel(false);
-        let (state_tx, state_rx) = watch::channel(LeaderState::default());
-        let settings = LeaseSettings {
-            name: names.shard(i),
-            labels: labels.clone(),
-            fence: base.fence.as_ref().map(|(fence, _)| (fence.clone(), i)),
-            ..base.clone()
-        };
-        let campaign =
-            leader::campaign_while_wanted(client.clone(), settings, state_tx, want_rx, stopped());
-        campaigns.push(campaign.boxed());
-        followers.push(
-            follow_shard(
-                i,
-                gate.clone(),
-                intent_rx,
-                state_rx.clone(),
-                want_tx,
-                base.duration,
-            )
-            .boxed(),
-        );
-        intents.push(intent_tx);
-        states.push(state_rx);
+    for (campaign, follower, intent, state) in shards {
+        campaigns.push(campaign);
+        followers.push(follower);
+        intents.push(intent);
+        states.push(state);
     }
     let api: Api<Lease> = Api::namespaced(client, &base.namespace);
     let planner = plan_loop(
@@ -112,13 +94,58 @@ pub async fn coordinate(
     if !ended {
         campaigns.await;
     }
+    delete_membership(&api, &member.name).await;
+}
+
+/// Shard `i`'s campaign (while the planner wants it) and the follower that
+/// keeps `gate` in step with its Lease; the planner's intent for it, and its
+/// Lease's state.
+fn shard(
+    i: u32,
+    client: &kube::Client,
+    base: &LeaseSettings,
+    names: &Names,
+    labels: &std::collections::BTreeMap<String, String>,
+    gate: &Arc<Gate>,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (
+    futures::future::BoxFuture<'static, ()>,
+    futures::future::BoxFuture<'static, ()>,
+    watch::Sender<bool>,
+    watch::Receiver<LeaderState>,
+) {
+    let (intent_tx, intent_rx) = watch::channel(false);
+    let (want_tx, want_rx) = watch::channel(false);
+    let (state_tx, state_rx) = watch::channel(LeaderState::default());
+    let settings = LeaseSettings {
+        name: names.shard(i),
+        labels: labels.clone(),
+        fence: base.fence.as_ref().map(|(fence, _)| (fence.clone(), i)),
+        ..base.clone()
+    };
+    let campaign =
+        leader::campaign_while_wanted(client.clone(), settings, state_tx, want_rx, stopped);
+    let follower = follow_shard(
+        i,
+        gate.clone(),
+        intent_rx,
+        state_rx.clone(),
+        want_tx,
+        base.duration,
+    );
+    (campaign.boxed(), follower.boxed(), intent_tx, state_rx)
+}
+
+/// Deletes this replica's membership Lease as it leaves; the others delete
+/// it once stale when that fails.
+async fn delete_membership(api: &Api<Lease>, name: &str) {
     let params = DeleteParams::default();
-    let gone = api.delete(&member.name, &params);
+    let gone = api.delete(name, &params);
     if let Err(e) = tokio::time::timeout(Duration::from_secs(5), gone)
         .await
         .unwrap_or_else(|_| Err(kube::Error::Service("timed out".into())))
     {
-        tracing::warn!(error = %e, lease = %member.name, "could not delete the membership lease; the others delete it once stale");
+        tracing::warn!(error = %e, lease = %name, "could not delete the membership lease; the others delete it once stale");
     }
 }
 
@@ -189,23 +216,7 @@ async fn plan_loop(
                 std::mem::replace(w, wanted.contains(&(i as u32))) != wanted.contains(&(i as u32))
             });
         }
-        for name in stale {
-            // Only as it was judged stale: a member that renewed it since
-            // (a replica that was stopped, not dead) keeps it.
-            let seen = store
-                .state()
-                .iter()
-                .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
-                .and_then(|l| l.metadata.resource_version.clone());
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    resource_version: seen,
-                    uid: None,
-                }),
-                ..DeleteParams::default()
-            };
-            let _ = api.delete(&name, &params).await;
-        }
+        delete_stale(&api, &store, stale).await;
         let holds = states.iter().any(|s| s.borrow().leading);
         // Healthy while this replica can renew its membership (`/readyz`)
         // and is not refusing to act beside another count.
@@ -223,6 +234,26 @@ async fn plan_loop(
             _ = changed => {}
             _ = tokio::time::sleep(base.retry_period()) => {}
         }
+    }
+}
+
+/// Deletes the stale Leases `stale`, each only as it was judged stale: a
+/// member that renewed it since (a replica that was stopped, not dead) keeps it.
+async fn delete_stale(api: &Api<Lease>, store: &reflector::Store<Lease>, stale: Vec<String>) {
+    for name in stale {
+        let seen = store
+            .state()
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|l| l.metadata.resource_version.clone());
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: seen,
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let _ = api.delete(&name, &params).await;
     }
 }
 

@@ -31,7 +31,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use prometheus_client::metrics::counter::Counter;
 
-use crate::metrics::{LedgerLabel, Metrics};
+use crate::metrics::Metrics;
 use kura_core::api::KuraInstance;
 use kura_core::claims::Conflict;
 use kura_core::keys::LABEL_SHARDS_OF;
@@ -72,9 +72,8 @@ impl Ledgers {
     /// These ledgers with their refusals counted in `metrics`.
     pub fn counted(mut self, metrics: &Metrics) -> Ledgers {
         for (ledger, name) in [(&mut self.budget, "budget"), (&mut self.hosts, "hosts")] {
-            let label = LedgerLabel { ledger: name };
-            ledger.refused = metrics.ledger_refused.get_or_create(&label).clone();
-            ledger.writes = metrics.ledger_writes.get_or_create(&label).clone();
+            ledger.refused = metrics.ledgers.refused(name);
+            ledger.writes = metrics.ledgers.writes(name);
         }
         self
     }

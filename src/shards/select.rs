@@ -10,7 +10,7 @@
 //! with everything; `--shard-filter client`) every replica caches the whole
 //! fleet and acts for its shards only: the label-free fallback.
 //!
-//! Which caches are filtered is `controller::streams`' choice: the kinds read
+//! Which caches are filtered is `controller::streams::streams`' choice: the kinds read
 //! only for an object of their own namespace (an instance's children, a
 //! gateway's Deployment and RoleBinding, the names of others' objects). The
 //! fleet-wide readers keep whole caches: the instances and Ingresses (host

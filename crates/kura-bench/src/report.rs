@@ -257,30 +257,30 @@ impl Report {
             create: ratio(self.operator.create_s, self.direct.create_s),
             change: ratio(self.operator.change_s, self.direct.change_s),
         };
-        let idle = &self.operator.idle;
-        let restart = &self.operator.restart.idle;
-        // The higher of the first process and the restarted one (which lists
-        // the whole fleet at once).
-        let rss = self
-            .resources
-            .operator
-            .peak_rss_mib
-            .max(self.operator.restart.peak_rss_mib);
-        let preview = &self.operator.preview;
-        let diff_s = preview.converged.wall_s.max(preview.edited.wall_s);
-        let diff_mib = preview
-            .converged
-            .peak_rss_mib
-            .max(preview.edited.peak_rss_mib);
         let t = targets(self.n);
-        let judged = |goal: Option<f64>, ok: &dyn Fn(f64) -> bool| goal.map(ok);
-        let judged_ratio =
-            |goal: Option<f64>, r: f64| judged(goal, &|g| r <= g).filter(|_| !r.is_nan());
-        let shown =
-            |goal: Option<f64>| goal.map_or("(no goal at this N)".into(), |g| g.to_string());
-        let create_goal = t.as_ref().map(|t| t.create_ratio);
-        let change_goal = t.as_ref().map(|t| t.change_ratio);
-        self.goals = vec![
+        self.goals = [
+            self.speed_goals(t.as_ref()),
+            self.idle_goals(),
+            self.resource_goals(t.as_ref()),
+            vec![
+                budget_goal(&self.operator.budget),
+                Goal {
+                    goal: RENDER_BENCH.into(),
+                    measured: String::new(),
+                    met: None,
+                },
+            ],
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+    }
+
+    /// Create and change against the direct client, and the writes of a change.
+    fn speed_goals(&self, t: Option<&Targets>) -> Vec<Goal> {
+        let create_goal = t.map(|t| t.create_ratio);
+        let change_goal = t.map(|t| t.change_ratio);
+        vec![
             Goal {
                 goal: format!("create: operator / direct <= {}", shown(create_goal)),
                 measured: format!("{:.2}", self.ratios.create),
@@ -306,69 +306,97 @@ impl Report {
                     per_instance(&self.operator.change_requests, self.n) <= CHANGE_WRITES_GOAL,
                 ),
             },
+        ]
+    }
+
+    /// No writes while idle, before and after a restart.
+    fn idle_goals(&self) -> Vec<Goal> {
+        let idle = &self.operator.idle;
+        let restart = &self.operator.restart.idle;
+        vec![
+        Goal {
+            goal: "idle: zero mutating requests by the operator (excluding Events)".into(),
+            measured: format!(
+                "{}; any user: {} ({})",
+                idle.mutating_requests.by_client.values().sum::<u64>(),
+                idle.mutating_requests.total,
+                requests(&idle.mutating_requests.by_user)
+            ),
+            met: Some(idle.mutating_requests.by_client.is_empty()),
+        },
+        Goal {
+            goal: "idle: zero resourceVersion changes".into(),
+            measured: format!(
+                "{} of {} ({})",
+                idle.resource_version_changes,
+                idle.objects_compared,
+                requests(&idle.changed_by_kind)
+            ),
+            met: Some(idle.resource_version_changes == 0),
+        },
+        Goal {
+            goal: "after a restart: zero mutating requests by the operator and zero resourceVersion changes in two resync periods".into(),
+            measured: format!(
+                "{} requests, {} of {} objects changed; caches synced after {:.2} s, first reconcile after {:.2} s, peak RSS {} MiB",
+                restart.mutating_requests.by_client.values().sum::<u64>(),
+                restart.resource_version_changes,
+                restart.objects_compared,
+                self.operator.restart.caches_synced_s,
+                self.operator.restart.first_reconcile_s,
+                self.operator.restart.peak_rss_mib,
+            ),
+            met: Some(
+                restart.mutating_requests.by_client.is_empty()
+                    && restart.resource_version_changes == 0,
+            ),
+        },
+        ]
+    }
+
+    /// The operator's and `diff`'s memory, and `diff`'s time.
+    fn resource_goals(&self, t: Option<&Targets>) -> Vec<Goal> {
+        // The higher of the first process and the restarted one (which lists
+        // the whole fleet at once).
+        let rss = self
+            .resources
+            .operator
+            .peak_rss_mib
+            .max(self.operator.restart.peak_rss_mib);
+        let preview = &self.operator.preview;
+        let diff_s = preview.converged.wall_s.max(preview.edited.wall_s);
+        let diff_mib = preview
+            .converged
+            .peak_rss_mib
+            .max(preview.edited.peak_rss_mib);
+        vec![
             Goal {
-                goal: "idle: zero mutating requests by the operator (excluding Events)".into(),
-                measured: format!(
-                    "{}; any user: {} ({})",
-                    idle.mutating_requests.by_client.values().sum::<u64>(),
-                    idle.mutating_requests.total,
-                    requests(&idle.mutating_requests.by_user)
-                ),
-                met: Some(idle.mutating_requests.by_client.is_empty()),
-            },
-            Goal {
-                goal: "idle: zero resourceVersion changes".into(),
-                measured: format!(
-                    "{} of {} ({})",
-                    idle.resource_version_changes,
-                    idle.objects_compared,
-                    requests(&idle.changed_by_kind)
-                ),
-                met: Some(idle.resource_version_changes == 0),
-            },
-            Goal {
-                goal: "after a restart: zero mutating requests by the operator and zero resourceVersion changes in two resync periods".into(),
-                measured: format!(
-                    "{} requests, {} of {} objects changed; caches synced after {:.2} s, first reconcile after {:.2} s, peak RSS {} MiB",
-                    restart.mutating_requests.by_client.values().sum::<u64>(),
-                    restart.resource_version_changes,
-                    restart.objects_compared,
-                    self.operator.restart.caches_synced_s,
-                    self.operator.restart.first_reconcile_s,
-                    self.operator.restart.peak_rss_mib,
-                ),
-                met: Some(
-                    restart.mutating_requests.by_client.is_empty()
-                        && restart.resource_version_changes == 0,
-                ),
-            },
-            Goal {
-                goal: format!(
-                    "operator peak RSS <= {} MiB",
-                    shown(t.as_ref().map(|t| t.rss_mib))
-                ),
+                goal: format!("operator peak RSS <= {} MiB", shown(t.map(|t| t.rss_mib))),
                 measured: format!("{rss} MiB at N={}", self.n),
-                met: t.as_ref().map(|t| rss <= t.rss_mib),
+                met: t.map(|t| rss <= t.rss_mib),
             },
             Goal {
                 goal: format!(
                     "diff <= {} s and <= {} MiB (the slower of its runs without --show-diff)",
-                    shown(t.as_ref().map(|t| t.diff_s)),
-                    shown(t.as_ref().map(|t| t.diff_mib))
+                    shown(t.map(|t| t.diff_s)),
+                    shown(t.map(|t| t.diff_mib))
                 ),
                 measured: format!("{:.2} s, {} MiB at N={}", diff_s, diff_mib, self.n),
                 met: t
                     .as_ref()
                     .map(|t| diff_s <= t.diff_s && diff_mib <= t.diff_mib),
             },
-            budget_goal(&self.operator.budget),
-            Goal {
-                goal: RENDER_BENCH.into(),
-                measured: String::new(),
-                met: None,
-            },
-        ];
+        ]
     }
+}
+
+/// A goal's bound as shown: "(no goal at this N)" without one.
+fn shown(goal: Option<f64>) -> String {
+    goal.map_or("(no goal at this N)".into(), |g| g.to_string())
+}
+
+/// Whether the ratio `r` met `goal`; not judged without a goal or a ratio.
+fn judged_ratio(goal: Option<f64>, r: f64) -> Option<bool> {
+    goal.map(|g| r <= g).filter(|_| !r.is_nan())
 }
 
 /// The budget phase's goal: the measured peak within the bound.
@@ -512,8 +540,6 @@ fn requests(map: &BTreeMap<String, u64>) -> String {
 
 fn markdown(r: &Report, json: &str) -> String {
     let mut s = String::new();
-    let op = &r.resources.operator;
-    let idle = &r.operator.idle;
     let spread = if r.namespaces > 1 {
         format!(" in {} namespaces", r.namespaces)
     } else {
@@ -533,6 +559,19 @@ fn markdown(r: &Report, json: &str) -> String {
         r.concurrency,
         r.resync_s,
     );
+    s.push_str(&measures(r));
+    s.push_str(&diff_and_budget_rows(r));
+    s.push_str(&change_table(r));
+    s.push_str(&goals_and_notes(r));
+    s
+}
+
+/// The table's rows of the create, change, idle and restart phases and the
+/// processes' resources.
+fn measures(r: &Report) -> String {
+    let mut s = String::new();
+    let op = &r.resources.operator;
+    let idle = &r.operator.idle;
     let _ = writeln!(
         s,
         "| measure | direct apply | operator | operator / direct |"
@@ -584,6 +623,12 @@ fn markdown(r: &Report, json: &str) -> String {
             api.cpu_s.idle
         );
     }
+    s
+}
+
+/// The table's rows of `kura-operator diff` and of the change under the budget.
+fn diff_and_budget_rows(r: &Report) -> String {
+    let mut s = String::new();
     let preview = &r.operator.preview;
     for (what, run) in [
         ("in force (nothing to change)", &preview.converged),
@@ -611,7 +656,14 @@ fn markdown(r: &Report, json: &str) -> String {
             budget.peak_stateful_sets_not_ready
         );
     }
-    s.push_str(&change_table(r));
+    s
+}
+
+/// The goals, judged, and what the audit log counted.
+fn goals_and_notes(r: &Report) -> String {
+    let mut s = String::new();
+    let idle = &r.operator.idle;
+    let preview = &r.operator.preview;
     let _ = writeln!(s, "\n| goal | measured | |\n|---|---|---|");
     for g in &r.goals {
         let _ = writeln!(s, "| {} | {} | {} |", g.goal, g.measured, mark(g.met));

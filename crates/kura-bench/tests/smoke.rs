@@ -7,6 +7,9 @@
 // what they test against. The operator's writer modules (docs/architecture.md,
 // "Who writes") do not apply to them.
 #![allow(clippy::disallowed_methods)]
+// Tests may be longer than the 80 lines a function may have (clippy.toml):
+// a scenario reads best in one piece.
+#![allow(clippy::too_many_lines)]
 
 #[allow(dead_code)]
 #[path = "../../../tests/cluster/support.rs"]

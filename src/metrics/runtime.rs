@@ -6,7 +6,9 @@
 //! show this operator unmodified; and two signals of a controller that stalls
 //! without erring: the oldest reconcile in progress and the staleness of each
 //! watch. Prometheus' standard `process_*` families come from
-//! process_metrics.rs, in the same registry.
+//! `metrics::process`, in the same registry; the client's requests and the
+//! watches' staleness are followed by `metrics::rest`, the queue's triggers by
+//! `metrics::triggers`.
 //!
 //! Controllers are named by their kind, lower case: `kurainstance`,
 //! `kuragateway` (controller-runtime's default). No series is per instance:
@@ -23,16 +25,11 @@
 //! and runs again after, as in client-go's queue. Errors count as retries.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
-use futures::{Stream, StreamExt};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -41,6 +38,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use super::registered;
 
 /// The instance controller's name in the conventional families.
 pub const INSTANCE_CONTROLLER: &str = "kurainstance";
@@ -128,34 +127,17 @@ struct Queue {
     running: HashMap<String, Instant>,
 }
 
-pub struct RuntimeMetrics {
-    registry: Registry,
+/// controller-runtime's families per controller: `controller_runtime_*`.
+struct ControllerFamilies {
     reconciles: Family<ControllerResult, Counter>,
     errors: Family<ControllerLabel, Counter>,
     reconcile_time: ReconcileTimes,
     active_workers: Family<ControllerLabel, Gauge>,
     max_concurrent: Family<ControllerLabel, Gauge>,
-    depth: Family<QueueLabels, Gauge>,
-    adds: Family<QueueLabels, Counter>,
-    queue_duration: Histograms<QueueLabels>,
-    work_duration: Histograms<QueueLabels>,
-    unfinished: Family<QueueLabels, Seconds>,
-    longest: Family<QueueLabels, Seconds>,
-    retries: Family<QueueLabels, Counter>,
-    oldest: Family<ControllerLabel, Seconds>,
-    rest_requests: Family<RestLabels, Counter>,
-    leader: Family<NameLabel, Gauge>,
-    lease: OnceLock<String>,
-    staleness: Family<ResourceLabel, Seconds>,
-    queues: Mutex<HashMap<&'static str, Queue>>,
-    /// Per watched resource (plural): when the operator last heard from the
-    /// apiserver about it (a list, a watch response, an event, a bookmark).
-    watches: Mutex<HashMap<String, Instant>>,
 }
 
-impl Default for RuntimeMetrics {
-    fn default() -> Self {
-        let mut registry = Registry::default();
+impl ControllerFamilies {
+    fn register(r: &mut Registry) -> Self {
         let reconciles = Family::<ControllerResult, Counter>::default();
         let errors = Family::<ControllerLabel, Counter>::default();
         let terminal_errors = Family::<ControllerLabel, Counter>::default();
@@ -163,25 +145,10 @@ impl Default for RuntimeMetrics {
         let reconcile_time: ReconcileTimes = Family::new_with_constructor(reconcile_histogram);
         let active_workers = Family::<ControllerLabel, Gauge>::default();
         let max_concurrent = Family::<ControllerLabel, Gauge>::default();
-        let depth = Family::<QueueLabels, Gauge>::default();
-        let adds = Family::<QueueLabels, Counter>::default();
-        let queue_duration: Histograms<QueueLabels> = Family::new_with_constructor(queue_histogram);
-        let work_duration: Histograms<QueueLabels> = Family::new_with_constructor(queue_histogram);
-        let unfinished = Family::<QueueLabels, Seconds>::default();
-        let longest = Family::<QueueLabels, Seconds>::default();
-        let retries = Family::<QueueLabels, Counter>::default();
-        let oldest = Family::<ControllerLabel, Seconds>::default();
-        let rest_requests = Family::<RestLabels, Counter>::default();
-        let leader = Family::<NameLabel, Gauge>::default();
-        let staleness = Family::<ResourceLabel, Seconds>::default();
         // Every controller's series exist from the start, at zero: a rate or
         // an alert over them has a series to read before the first reconcile.
         for controller in CONTROLLERS {
             let c = ControllerLabel { controller };
-            let q = QueueLabels {
-                name: controller,
-                controller,
-            };
             for result in ["success", "error", "requeue", "requeue_after"] {
                 let _ = reconciles.get_or_create(&ControllerResult { controller, result });
             }
@@ -191,126 +158,200 @@ impl Default for RuntimeMetrics {
             let _ = reconcile_time.get_or_create(&c);
             let _ = active_workers.get_or_create(&c);
             let _ = max_concurrent.get_or_create(&c);
-            let _ = oldest.get_or_create(&c);
-            let _ = depth.get_or_create(&q);
-            let _ = adds.get_or_create(&q);
-            let _ = queue_duration.get_or_create(&q);
-            let _ = work_duration.get_or_create(&q);
-            let _ = unfinished.get_or_create(&q);
-            let _ = longest.get_or_create(&q);
-            let _ = retries.get_or_create(&q);
         }
-        registry.register(
+        // Registered in controller-runtime's order.
+        let reconciles = registered(
+            r,
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
-            reconciles.clone(),
+            reconciles,
         );
-        registry.register(
+        let errors = registered(
+            r,
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
-            errors.clone(),
+            errors,
         );
-        registry.register(
+        r.register(
             "controller_runtime_terminal_reconcile_errors",
             "Total number of terminal reconciliation errors per controller (always 0: failures of the input itself are recorded in status and retried)",
             terminal_errors,
         );
-        registry.register(
+        r.register(
             "controller_runtime_reconcile_panics",
             "Total number of reconciliation panics per controller (always 0: a panic ends the process)",
             panics,
         );
-        registry.register(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            reconcile_time.clone(),
-        );
-        registry.register(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            active_workers.clone(),
-        );
-        registry.register(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller (0: unbounded)",
-            max_concurrent.clone(),
-        );
-        registry.register(
-            "workqueue_depth",
-            "Current depth of workqueue",
-            depth.clone(),
-        );
-        registry.register(
-            "workqueue_adds",
-            "Total number of adds handled by workqueue",
-            adds.clone(),
-        );
-        registry.register(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            queue_duration.clone(),
-        );
-        registry.register(
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes",
-            work_duration.clone(),
-        );
-        registry.register(
-            "workqueue_unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads",
-            unfinished.clone(),
-        );
-        registry.register(
-            "workqueue_longest_running_processor_seconds",
-            "How many seconds has the longest running processor for workqueue been running",
-            longest.clone(),
-        );
-        registry.register(
-            "workqueue_retries",
-            "Total number of retries handled by workqueue",
-            retries.clone(),
-        );
-        registry.register(
-            "rest_client_requests",
-            "Number of HTTP requests, partitioned by status code, method, and host",
-            rest_requests.clone(),
-        );
-        registry.register(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease",
-            leader.clone(),
-        );
-        registry.register(
-            "kura_reconcile_oldest_in_progress_seconds",
-            "Age of the oldest reconcile in progress per controller (0: none); grows without bound when a reconcile hangs",
-            oldest.clone(),
-        );
-        registry.register(
-            "kura_watch_staleness_seconds",
-            "Seconds since the apiserver last sent anything (a list, a watch event or bookmark) for a watched resource; the apiserver sends a bookmark about every minute on a healthy watch",
-            staleness.clone(),
-        );
-        // Prometheus' standard process families, unprefixed like the others.
-        registry.register_collector(Box::new(crate::process_metrics::ProcessCollector));
-        RuntimeMetrics {
-            registry,
+        ControllerFamilies {
             reconciles,
             errors,
-            reconcile_time,
-            active_workers,
-            max_concurrent,
-            depth,
-            adds,
-            queue_duration,
-            work_duration,
-            unfinished,
-            longest,
-            retries,
-            oldest,
+            reconcile_time: registered(
+                r,
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+                reconcile_time,
+            ),
+            active_workers: registered(
+                r,
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+                active_workers,
+            ),
+            max_concurrent: registered(
+                r,
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller (0: unbounded)",
+                max_concurrent,
+            ),
+        }
+    }
+}
+
+/// client-go's work-queue families per controller: `workqueue_*`.
+struct QueueFamilies {
+    depth: Family<QueueLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    queue_duration: Histograms<QueueLabels>,
+    work_duration: Histograms<QueueLabels>,
+    unfinished: Family<QueueLabels, Seconds>,
+    longest: Family<QueueLabels, Seconds>,
+    retries: Family<QueueLabels, Counter>,
+}
+
+impl QueueFamilies {
+    fn register(r: &mut Registry) -> Self {
+        let families = QueueFamilies {
+            depth: registered(
+                r,
+                "workqueue_depth",
+                "Current depth of workqueue",
+                Family::default(),
+            ),
+            adds: registered(
+                r,
+                "workqueue_adds",
+                "Total number of adds handled by workqueue",
+                Family::default(),
+            ),
+            queue_duration: registered(
+                r,
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                Family::new_with_constructor(queue_histogram),
+            ),
+            work_duration: registered(
+                r,
+                "workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes",
+                Family::new_with_constructor(queue_histogram),
+            ),
+            unfinished: registered(
+                r,
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads",
+                Family::default(),
+            ),
+            longest: registered(
+                r,
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running",
+                Family::default(),
+            ),
+            retries: registered(
+                r,
+                "workqueue_retries",
+                "Total number of retries handled by workqueue",
+                Family::default(),
+            ),
+        };
+        // Every controller's queue exists from the start, at zero.
+        for controller in CONTROLLERS {
+            let q = queue_labels(controller);
+            let _ = families.depth.get_or_create(&q);
+            let _ = families.adds.get_or_create(&q);
+            let _ = families.queue_duration.get_or_create(&q);
+            let _ = families.work_duration.get_or_create(&q);
+            let _ = families.unfinished.get_or_create(&q);
+            let _ = families.longest.get_or_create(&q);
+            let _ = families.retries.get_or_create(&q);
+        }
+        families
+    }
+}
+
+/// The two signals of a controller that stalls without erring.
+struct StallFamilies {
+    oldest: Family<ControllerLabel, Seconds>,
+    staleness: Family<ResourceLabel, Seconds>,
+}
+
+impl StallFamilies {
+    fn register(r: &mut Registry) -> Self {
+        let oldest = Family::<ControllerLabel, Seconds>::default();
+        for controller in CONTROLLERS {
+            let _ = oldest.get_or_create(&ControllerLabel { controller });
+        }
+        StallFamilies {
+            oldest: registered(
+                r,
+                "kura_reconcile_oldest_in_progress_seconds",
+                "Age of the oldest reconcile in progress per controller (0: none); grows without bound when a reconcile hangs",
+                oldest,
+            ),
+            staleness: registered(
+                r,
+                "kura_watch_staleness_seconds",
+                "Seconds since the apiserver last sent anything (a list, a watch event or bookmark) for a watched resource; the apiserver sends a bookmark about every minute on a healthy watch",
+                Family::default(),
+            ),
+        }
+    }
+}
+
+pub struct RuntimeMetrics {
+    registry: Registry,
+    controller: ControllerFamilies,
+    queue: QueueFamilies,
+    rest_requests: Family<RestLabels, Counter>,
+    leader: Family<NameLabel, Gauge>,
+    lease: OnceLock<String>,
+    stall: StallFamilies,
+    queues: Mutex<HashMap<&'static str, Queue>>,
+    /// Per watched resource (plural): when the operator last heard from the
+    /// apiserver about it (a list, a watch response, an event, a bookmark).
+    watches: Mutex<HashMap<String, Instant>>,
+}
+
+impl Default for RuntimeMetrics {
+    /// Registered in this order, the order of the exposition.
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let r = &mut registry;
+        let controller = ControllerFamilies::register(r);
+        let queue = QueueFamilies::register(r);
+        let rest_requests = registered(
+            r,
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host",
+            Family::default(),
+        );
+        let leader = registered(
+            r,
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease",
+            Family::default(),
+        );
+        let stall = StallFamilies::register(r);
+        // Prometheus' standard process families, unprefixed like the others.
+        r.register_collector(Box::new(super::process::ProcessCollector));
+        RuntimeMetrics {
+            registry,
+            controller,
+            queue,
             rest_requests,
             leader,
             lease: OnceLock::new(),
-            staleness,
+            stall,
             queues: Mutex::new(HashMap::new()),
             watches: Mutex::new(HashMap::new()),
         }
@@ -340,7 +381,8 @@ impl RuntimeMetrics {
 
     /// `controller`'s `--concurrency` (0: unbounded).
     pub fn set_max_concurrent(&self, controller: &'static str, n: u16) {
-        self.max_concurrent
+        self.controller
+            .max_concurrent
             .get_or_create(&ControllerLabel { controller })
             .set(i64::from(n));
     }
@@ -368,7 +410,10 @@ impl RuntimeMetrics {
             queue.waiting.entry(key(namespace, name))
         {
             e.insert(Instant::now());
-            self.adds.get_or_create(&queue_labels(controller)).inc();
+            self.queue
+                .adds
+                .get_or_create(&queue_labels(controller))
+                .inc();
         }
     }
 
@@ -396,11 +441,12 @@ impl RuntimeMetrics {
                 Some(at) => at,
                 // A requeue kube-rs scheduled: added as it starts.
                 None => {
-                    self.adds.get_or_create(&labels).inc();
+                    self.queue.adds.get_or_create(&labels).inc();
                     now
                 }
             };
-            self.queue_duration
+            self.queue
+                .queue_duration
                 .get_or_create(&labels)
                 .observe(now.saturating_duration_since(since).as_secs_f64());
             queue.running.insert(item.clone(), now);
@@ -414,7 +460,7 @@ impl RuntimeMetrics {
     }
 
     /// An HTTP request to the apiserver got `code` (None: no response).
-    fn rest_request(&self, code: Option<u16>, method: &str, host: &str) {
+    pub(super) fn rest_request(&self, code: Option<u16>, method: &str, host: &str) {
         let code = code.map_or_else(|| "<error>".to_string(), |c| c.to_string());
         self.rest_requests
             .get_or_create(&RestLabels {
@@ -427,7 +473,7 @@ impl RuntimeMetrics {
 
     /// A list or watch of `resource` was asked for: its staleness counts
     /// from the first such request.
-    fn watch_requested(&self, resource: &str) {
+    pub(super) fn watch_requested(&self, resource: &str) {
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         if !watches.contains_key(resource) {
             watches.insert(resource.to_string(), Instant::now());
@@ -435,7 +481,7 @@ impl RuntimeMetrics {
     }
 
     /// The apiserver sent something about `resource`.
-    fn watch_heard(&self, resource: &str) {
+    pub(super) fn watch_heard(&self, resource: &str) {
         let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         match watches.get_mut(resource) {
             Some(at) => *at = Instant::now(),
@@ -464,20 +510,23 @@ impl RuntimeMetrics {
                         (q.waiting.len(), q.running.len(), sum, max)
                     }
                 };
-                self.depth
+                self.queue
+                    .depth
                     .get_or_create(&labels)
                     .set(i64::try_from(waiting).unwrap_or(i64::MAX));
-                self.active_workers
+                self.controller
+                    .active_workers
                     .get_or_create(&c)
                     .set(i64::try_from(running).unwrap_or(i64::MAX));
-                self.unfinished.get_or_create(&labels).set(unfinished);
-                self.longest.get_or_create(&labels).set(longest);
-                self.oldest.get_or_create(&c).set(longest);
+                self.queue.unfinished.get_or_create(&labels).set(unfinished);
+                self.queue.longest.get_or_create(&labels).set(longest);
+                self.stall.oldest.get_or_create(&c).set(longest);
             }
         }
         let watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         for (resource, at) in watches.iter() {
-            self.staleness
+            self.stall
+                .staleness
                 .get_or_create(&ResourceLabel {
                     resource: resource.clone(),
                 })
@@ -509,6 +558,7 @@ impl InProgress {
             Ok(_) => "requeue_after",
         };
         self.metrics
+            .controller
             .reconciles
             .get_or_create(&ControllerResult {
                 controller: self.controller,
@@ -516,17 +566,22 @@ impl InProgress {
             })
             .inc();
         if result.is_err() {
-            self.metrics.errors.get_or_create(&c).inc();
+            self.metrics.controller.errors.get_or_create(&c).inc();
             self.metrics
+                .queue
                 .retries
                 .get_or_create(&queue_labels(self.controller))
                 .inc();
         }
-        self.metrics.reconcile_time.get_or_create(&c).observe(
-            self.start.elapsed().as_secs_f64(),
-            trace_id.map(|trace_id| TraceLabel { trace_id }),
-            None,
-        );
+        self.metrics
+            .controller
+            .reconcile_time
+            .get_or_create(&c)
+            .observe(
+                self.start.elapsed().as_secs_f64(),
+                trace_id.map(|trace_id| TraceLabel { trace_id }),
+                None,
+            );
     }
 }
 
@@ -536,229 +591,10 @@ impl Drop for InProgress {
             queue.running.remove(&self.item);
         }
         self.metrics
+            .queue
             .work_duration
             .get_or_create(&queue_labels(self.controller))
             .observe(self.start.elapsed().as_secs_f64());
-    }
-}
-
-/// Follows one controller's triggers into [`RuntimeMetrics::queued`]: each
-/// wraps a trigger stream or mapper and passes it on unchanged.
-#[derive(Clone)]
-pub struct Triggers {
-    pub metrics: Arc<RuntimeMetrics>,
-    pub controller: &'static str,
-}
-
-impl Triggers {
-    fn queued(&self, namespace: Option<&str>, name: &str) {
-        self.metrics.queued(self.controller, namespace, name);
-    }
-
-    /// The controller's own objects (`for_stream`).
-    pub fn objects<K, E, S>(
-        &self,
-        stream: S,
-    ) -> impl Stream<Item = Result<K, E>> + Send + use<K, E, S>
-    where
-        K: Resource,
-        S: Stream<Item = Result<K, E>> + Send,
-    {
-        let this = self.clone();
-        stream.inspect(move |r| {
-            if let Ok(o) = r {
-                this.queued(o.meta().namespace.as_deref(), &o.name_any());
-            }
-        })
-    }
-
-    /// Children (`owns_stream`): their owners of kind `Owner`.
-    pub fn owned<Owner, K, E, S>(
-        &self,
-        stream: S,
-    ) -> impl Stream<Item = Result<K, E>> + Send + use<Owner, K, E, S>
-    where
-        Owner: Resource<DynamicType = ()>,
-        K: Resource,
-        S: Stream<Item = Result<K, E>> + Send,
-    {
-        let this = self.clone();
-        stream.inspect(move |r| {
-            let Ok(child) = r else { return };
-            let meta = child.meta();
-            for owner in meta.owner_references.iter().flatten() {
-                if owner.kind == Owner::kind(&()) && owner.api_version == Owner::api_version(&()) {
-                    this.queued(meta.namespace.as_deref(), &owner.name);
-                }
-            }
-        })
-    }
-
-    /// A mapper (`watches_stream`): the objects it names.
-    pub fn mapped<T, K>(
-        &self,
-        mapper: impl Fn(T) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
-    ) -> impl Fn(T) -> Vec<ObjectRef<K>> + Send + Sync + 'static
-    where
-        K: Resource,
-    {
-        let this = self.clone();
-        move |object| {
-            let refs = mapper(object);
-            for r in &refs {
-                this.queued(r.namespace.as_deref(), &r.name);
-            }
-            refs
-        }
-    }
-
-    /// Objects named directly (`reconcile_on`).
-    pub fn refs<K, S>(&self, stream: S) -> impl Stream<Item = ObjectRef<K>> + Send + use<K, S>
-    where
-        K: Resource,
-        S: Stream<Item = ObjectRef<K>> + Send,
-    {
-        let this = self.clone();
-        stream.inspect(move |r| this.queued(r.namespace.as_deref(), &r.name))
-    }
-
-    /// Every object of `store` (`reconcile_all_on`).
-    pub fn all<K, S>(&self, stream: S, store: Store<K>) -> impl Stream<Item = ()> + Send + use<K, S>
-    where
-        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-        S: Stream<Item = ()> + Send,
-    {
-        let this = self.clone();
-        stream.inspect(move |()| {
-            for o in store.state() {
-                this.queued(o.meta().namespace.as_deref(), &o.name_any());
-            }
-        })
-    }
-}
-
-/// The tower layer on the operator's client: `rest_client_requests_total`
-/// of every request, and the staleness of lists and watches (every byte of a
-/// watch's response, a bookmark included, is news of its resource).
-#[derive(Clone)]
-pub struct RestLayer {
-    metrics: Arc<RuntimeMetrics>,
-    host: Arc<str>,
-}
-
-impl RestLayer {
-    /// Requests to the apiserver at `host` (`host:port`, the label).
-    pub fn new(metrics: Arc<RuntimeMetrics>, host: &str) -> Self {
-        RestLayer {
-            metrics,
-            host: host.into(),
-        }
-    }
-}
-
-impl<S> tower::Layer<S> for RestLayer {
-    type Service = RestService<S>;
-    fn layer(&self, inner: S) -> RestService<S> {
-        RestService {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct RestService<S> {
-    inner: S,
-    layer: RestLayer,
-}
-
-/// The plural resource a collection request (a list or a watch: `limit=` or
-/// `watch=` in the query) is about; None for any other request.
-fn collection_resource<B>(request: &http::Request<B>) -> Option<String> {
-    if request.method() != http::Method::GET {
-        return None;
-    }
-    let query = request.uri().query()?;
-    let collection = query
-        .split('&')
-        .any(|p| p.starts_with("watch=") || p.starts_with("limit="));
-    if !collection {
-        return None;
-    }
-    let resource = request.uri().path().rsplit('/').next()?;
-    (!resource.is_empty()).then(|| resource.to_string())
-}
-
-impl<S, ReqBody, B> tower::Service<http::Request<ReqBody>> for RestService<S>
-where
-    S: tower::Service<http::Request<ReqBody>, Response = http::Response<B>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<HeardBody<B>>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        let method = request.method().as_str().to_string();
-        let resource = collection_resource(&request);
-        let layer = self.layer.clone();
-        if let Some(r) = &resource {
-            layer.metrics.watch_requested(r);
-        }
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let result = response.await;
-            let code = result.as_ref().ok().map(|r| r.status().as_u16());
-            layer.metrics.rest_request(code, &method, &layer.host);
-            let ok = code.is_some_and(|c| (200..300).contains(&c));
-            let heard = resource.filter(|_| ok);
-            if let Some(r) = &heard {
-                layer.metrics.watch_heard(r);
-            }
-            result.map(|response| {
-                response.map(|body| HeardBody {
-                    inner: Box::pin(body),
-                    heard: heard.map(|r| (layer.metrics.clone(), r)),
-                })
-            })
-        })
-    }
-}
-
-/// A response body that tells [`RuntimeMetrics`] each time data arrives for a
-/// list or watch.
-pub struct HeardBody<B> {
-    inner: Pin<Box<B>>,
-    heard: Option<(Arc<RuntimeMetrics>, String)>,
-}
-
-impl<B: http_body::Body> http_body::Body for HeardBody<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        let polled = self.inner.as_mut().poll_frame(cx);
-        if let (Poll::Ready(Some(Ok(frame))), Some((metrics, resource))) = (&polled, &self.heard)
-            && frame.is_data()
-        {
-            metrics.watch_heard(resource);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 
@@ -955,32 +791,5 @@ mod tests {
         assert!(value(&text(&m), series).unwrap() > age);
         drop(hung);
         assert_eq!(value(&text(&m), series), Some(0.0));
-    }
-
-    #[test]
-    fn lists_and_watches_name_their_resource() {
-        let get = |uri: &str| http::Request::get(uri).body(()).unwrap();
-        assert_eq!(
-            collection_resource(&get(
-                "/apis/apps/v1/namespaces/ns/statefulsets?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=5"
-            )),
-            Some("statefulsets".into())
-        );
-        assert_eq!(
-            collection_resource(&get("/apis/kura.dev/v1alpha1/kurainstances?limit=500")),
-            Some("kurainstances".into())
-        );
-        assert_eq!(
-            collection_resource(&get("/api/v1/namespaces/ns/configmaps/x")),
-            None
-        );
-        assert_eq!(
-            collection_resource(
-                &http::Request::patch("/api/v1/namespaces/ns/configmaps/x?fieldManager=k")
-                    .body(())
-                    .unwrap()
-            ),
-            None
-        );
     }
 }

@@ -129,7 +129,7 @@ pub fn sample(proc_dir: &Path, proc_root: &Path) -> Sample {
 }
 
 /// The collector of this process's families, registered in the unprefixed
-/// registry (runtime_metrics.rs).
+/// registry (`metrics::runtime`).
 #[derive(Debug, Default)]
 pub struct ProcessCollector;
 

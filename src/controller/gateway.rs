@@ -24,9 +24,10 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use crate::context::Context;
-use crate::controller::GatewayStreams;
+use crate::controller::streams::GatewayStreams;
 use crate::gateway::{self, collect};
-use crate::runtime_metrics::{GATEWAY_CONTROLLER, Triggers};
+use crate::metrics::runtime::GATEWAY_CONTROLLER;
+use crate::metrics::triggers::Triggers;
 use kura_core::api::{KuraGateway, KuraInstance};
 use kura_core::kind::ChildKind;
 use kura_core::time::jitter;
@@ -185,7 +186,7 @@ pub fn gateway_controller(
     let gateways = streams
         .gateways
         .predicate_filter(decided_from, Default::default());
-    // The work-queue metrics follow every trigger (runtime_metrics.rs).
+    // The work-queue metrics follow every trigger (`metrics::triggers`).
     let q = Triggers {
         metrics: ctx.metrics.runtime.clone(),
         controller: GATEWAY_CONTROLLER,
