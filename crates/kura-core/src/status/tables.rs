@@ -1,32 +1,32 @@
-//! `compute` and `events_for` as tables: one outcome in, the status and the
-//! Events out, with nothing but values.
+//! `compute` and `events::notes_for` as tables: one outcome in, the status
+//! and the Events out, with nothing but values.
 
 use jiff::Timestamp;
 
 use super::*;
-use crate::reconcile::events::events_for;
-use kura_core::api::conditions::{ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, find};
-use kura_core::api::{Condition, ConditionStatus, Phase, RetryStatus};
-use kura_core::outcome::Activation;
-use kura_core::outcome::Failure;
-use kura_core::outcome::FailureClass;
-use kura_core::outcome::Outcome;
-use kura_core::outcome::PruneOutcome;
-use kura_core::outcome::Stage;
-use kura_core::plan::fixtures::{converged, desired};
-use kura_core::plan::{ApplyReason, Observed, RetryPolicy};
-use kura_core::render::Desired;
-use kura_core::render::ObjectId;
-use kura_core::status::*;
-use kura_core::validate::FieldError;
+use crate::api::conditions::{ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, find};
+use crate::api::{Condition, ConditionStatus, Phase, RetryStatus};
+use crate::events::{Note, notes_for};
+use crate::outcome::Activation;
+use crate::outcome::Failure;
+use crate::outcome::FailureClass;
+use crate::outcome::Outcome;
+use crate::outcome::PruneOutcome;
+use crate::outcome::Stage;
+use crate::outcome::TransientStreak;
+use crate::plan::fixtures::{converged, desired};
+use crate::plan::{ApplyReason, Observed, RetryPolicy};
+use crate::render::Desired;
+use crate::render::ObjectId;
+use crate::validate::FieldError;
 
 /// A user's change (generation moved), under operator revision "f".
 const ROLLOUT: RolloutInputs = RolloutInputs {
-    origin: kura_core::rollout::Origin::User,
+    origin: crate::rollout::Origin::User,
     fleet_revision: "f",
     deadline: std::time::Duration::from_secs(600),
     uncounted: false,
-    gate: &kura_core::window::Gate::Open,
+    gate: &crate::window::Gate::Open,
 };
 
 fn now() -> Timestamp {
@@ -97,7 +97,7 @@ fn ready(s: &KuraInstanceStatus) -> (ConditionStatus, String, String) {
     (c.status, c.reason.clone(), c.message.clone())
 }
 
-fn reasons_of(events: &[kube::runtime::events::Event]) -> Vec<String> {
+fn reasons_of(events: &[Note]) -> Vec<String> {
     events.iter().map(|e| e.reason.clone()).collect()
 }
 
@@ -124,14 +124,10 @@ fn an_apply_that_became_active_is_ready_on_the_new_revision() {
     assert_eq!(s.last_handled_reapply_at.as_deref(), Some("t1"));
     assert_eq!(s.retry, None);
     assert_eq!(ready(&s).0, ConditionStatus::True);
-    let events = events_for(&prev, &s, &applied(PruneOutcome::default()));
+    let events = notes_for(&prev, &s, &applied(PruneOutcome::default()));
     assert_eq!(reasons_of(&events), ["Applied", "ForcedReapply"]);
     assert!(
-        events[0]
-            .note
-            .as_deref()
-            .unwrap()
-            .contains("StatefulSet ns/a"),
+        events[0].note.contains("StatefulSet ns/a"),
         "the Applied Event names what was sent"
     );
 }
@@ -157,7 +153,7 @@ fn an_apply_still_activating_says_what_it_waits_for() {
 #[test]
 fn a_refused_prune_keeps_the_revision_applied_and_the_object_inventoried_and_is_reported() {
     let left = ObjectId {
-        kind: kura_core::kind::ChildKind::Ingress,
+        kind: crate::kind::ChildKind::Ingress,
         namespace: Some("ns".into()),
         name: "a.1234abcd".into(),
     };
@@ -196,7 +192,7 @@ fn a_refused_prune_keeps_the_revision_applied_and_the_object_inventoried_and_is_
         "{message}"
     );
     assert_eq!(s.retry.as_ref().unwrap().failures, 1);
-    assert!(reasons_of(&events_for(&prev, &s, &outcome)).contains(&"PruneFailed".to_string()));
+    assert!(reasons_of(&notes_for(&prev, &s, &outcome)).contains(&"PruneFailed".to_string()));
 }
 
 #[test]
@@ -213,17 +209,14 @@ fn a_rejected_apply_counts_against_the_budget_of_its_inputs_and_stalls_at_the_en
     // A force whose apply failed is not handled.
     assert_eq!(s.last_handled_reapply_at, None);
     assert_eq!(ready(&s).1, "ApplyFailed");
-    assert_eq!(
-        reasons_of(&events_for(&prev, &s, &outcome)),
-        ["ApplyFailed"]
-    );
+    assert_eq!(reasons_of(&notes_for(&prev, &s, &outcome)), ["ApplyFailed"]);
     // The same failure again: counted, but no new Event for the same message.
     let mut observed = converged(&desired("r1", "img:1"), Phase::Retrying);
     observed.status = s.clone();
     observed.force_token = Some("t1".into());
     for _ in 0..4 {
         let next = compute_at(&observed, &desired("r2", "img:2"), &outcome);
-        let events = reasons_of(&events_for(&observed.status, &next, &outcome));
+        let events = reasons_of(&notes_for(&observed.status, &next, &outcome));
         observed.status = next;
         assert!(!events.contains(&"ApplyFailed".to_string()), "{events:?}");
     }
@@ -252,14 +245,9 @@ fn a_failure_of_new_inputs_starts_its_own_count() {
 
 #[test]
 fn transient_failures_reported_after_a_while_never_stall_and_keep_a_stable_message() {
-    let memory = crate::memory::Memory::default();
-    let instance: KuraInstance = serde_json::from_value(serde_json::json!({
-        "apiVersion": "kura.dev/v1alpha1", "kind": "KuraInstance",
-        "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
-        "spec": {"account": "a", "region": "r", "image": "k:1", "storage": {"size": "1Gi"}},
-    }))
-    .unwrap();
-    let streak = memory.transient_failure(&instance, "r2/", now());
+    // The first failure of a streak on these inputs, as the operator's memory
+    // starts one.
+    let streak = TransientStreak::start("r2/", now());
     let outcome = Outcome::ApplyFailed {
         reasons: vec![ApplyReason::ManifestDrift],
         failure: failure(Stage::Apply, FailureClass::Transient),
@@ -276,10 +264,7 @@ fn transient_failures_reported_after_a_while_never_stall_and_keep_a_stable_messa
             .contains("failing since 2026-01-01T00:10:00Z")
     );
     assert!(ready(&s).2.contains("webhook"));
-    assert_eq!(
-        reasons_of(&events_for(&prev, &s, &outcome)),
-        ["ApplyFailed"]
-    );
+    assert_eq!(reasons_of(&notes_for(&prev, &s, &outcome)), ["ApplyFailed"]);
 }
 
 #[test]
@@ -297,7 +282,7 @@ fn a_name_conflict_stalls_at_once_and_is_announced_once() {
     assert_eq!(s.phase, Some(Phase::Stalled));
     assert_eq!(ready(&s).1, "NameConflict");
     assert_eq!(s.retry.as_ref().unwrap().failures, 5);
-    let events = reasons_of(&events_for(&prev, &s, &outcome));
+    let events = reasons_of(&notes_for(&prev, &s, &outcome));
     assert!(events.contains(&"NameConflict".to_string()), "{events:?}");
 
     // Found in the caches (someone else's labelled object): the same report.
@@ -308,11 +293,8 @@ fn a_name_conflict_stalls_at_once_and_is_announced_once() {
     assert_eq!(s.phase, Some(Phase::Stalled));
     assert_eq!(ready(&s).1, "NameConflict");
     assert!(ready(&s).2.contains("KuraInstance b"));
-    assert_eq!(
-        reasons_of(&events_for(&prev, &s, &cached)),
-        ["NameConflict"]
-    );
-    assert!(events_for(&s, &s, &cached).is_empty(), "announced once");
+    assert_eq!(reasons_of(&notes_for(&prev, &s, &cached)), ["NameConflict"]);
+    assert!(notes_for(&s, &s, &cached).is_empty(), "announced once");
 }
 
 #[test]
@@ -341,7 +323,7 @@ fn a_child_being_deleted_is_waited_for_reported_once_and_never_stalls() {
     assert_eq!(s.inventory, prev.inventory);
     assert_eq!(s.retry, None);
     assert_eq!(
-        reasons_of(&events_for(&prev, &s, &outcome)),
+        reasons_of(&notes_for(&prev, &s, &outcome)),
         ["ChildTerminating"]
     );
     // The next pass while it hangs: the same status (no write), no Event.
@@ -355,10 +337,7 @@ fn a_child_being_deleted_is_waited_for_reported_once_and_never_stalls() {
     );
     assert_eq!(again, s);
     assert!(!worth_writing(&s, &again, None));
-    assert!(
-        events_for(&s, &again, &outcome).is_empty(),
-        "announced once"
-    );
+    assert!(notes_for(&s, &again, &outcome).is_empty(), "announced once");
     // The Active condition (the workload may serve meanwhile) is kept.
     prev.conditions
         .push(Condition::new(ACTIVE, ConditionStatus::True, "Active", ""));
@@ -375,17 +354,13 @@ fn a_child_being_deleted_is_waited_for_reported_once_and_never_stalls() {
 
 #[test]
 fn invalid_paused_and_waiting_say_so_and_touch_nothing_else() {
-    let errors =
-        kura_core::validate::ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
+    let errors = crate::validate::ValidationErrors(vec![FieldError::new("spec.region", "unknown")]);
     let invalid = Outcome::Invalid(errors);
     let (prev, s) = after(&invalid, None, None);
     assert_eq!(s.phase, Some(Phase::Invalid));
     assert_eq!(s.applied_revision, prev.applied_revision);
     assert_eq!(ready(&s).1, "InvalidSpec");
-    assert_eq!(
-        reasons_of(&events_for(&prev, &s, &invalid)),
-        ["InvalidSpec"]
-    );
+    assert_eq!(reasons_of(&notes_for(&prev, &s, &invalid)), ["InvalidSpec"]);
 
     // Paused: no Ready verdict, nothing in progress, nothing stalled.
     let (_, s) = after(&Outcome::Paused, None, None);
@@ -403,7 +378,7 @@ fn invalid_paused_and_waiting_say_so_and_touch_nothing_else() {
     let (prev, s) = after(&waiting, None, None);
     assert_eq!(s.conditions, prev.conditions);
     assert_eq!(s.retry, prev.retry);
-    assert!(events_for(&prev, &s, &waiting).is_empty());
+    assert!(notes_for(&prev, &s, &waiting).is_empty());
 }
 
 #[test]
@@ -424,7 +399,7 @@ fn take_backs_of_contested_values_are_counted_and_reported_from_the_second() {
     let second = compute_at(&observed, &desired("r2", "img:2"), &contested);
     let c = find(&second.conditions, FIELD_CONFLICT).expect("reported at two");
     assert!(c.message.contains("kubectl-set"), "{}", c.message);
-    let events = reasons_of(&events_for(&observed.status, &second, &contested));
+    let events = reasons_of(&notes_for(&observed.status, &second, &contested));
     assert!(events.contains(&"FieldConflict".to_string()));
 }
 
@@ -470,7 +445,7 @@ fn after_operator(
         activation,
         pending_storage: None,
         rollout: RolloutInputs {
-            origin: kura_core::rollout::Origin::Operator,
+            origin: crate::rollout::Origin::Operator,
             ..ROLLOUT
         },
         pause: None,
@@ -484,7 +459,7 @@ fn an_instance_waits_for_the_budget_with_a_message_that_does_not_move() {
     let mut o = converged(&desired("r1", "img:1"), Phase::Ready);
     o.status.conditions = vec![Condition::new(READY, ConditionStatus::True, "Active", "")];
     let wait = |ahead| {
-        Outcome::Held(kura_core::rollout::Admission::Wait {
+        Outcome::Held(crate::rollout::Admission::Wait {
             ahead,
             in_flight: vec![],
             budget: 3,
@@ -492,13 +467,13 @@ fn an_instance_waits_for_the_budget_with_a_message_that_does_not_move() {
     };
     let first = after_operator(&o, &wait(7), None, now());
     let record = first.rollout.clone().unwrap();
-    assert_eq!(record.state, kura_core::api::RolloutState::Waiting);
+    assert_eq!(record.state, crate::api::RolloutState::Waiting);
     assert_eq!(
         ready(&first).0,
         ConditionStatus::True,
         "still Ready on the old revision"
     );
-    let held = find(&first.conditions, kura_core::api::conditions::ROLLOUT_HELD).unwrap();
+    let held = find(&first.conditions, crate::api::conditions::ROLLOUT_HELD).unwrap();
     assert_eq!(held.reason, "WaitingForBudget");
     // Later, further ahead in line: the same status, so nothing is written.
     o.status = first.clone();
@@ -516,7 +491,7 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
     let record = admitted.rollout.clone().unwrap();
     assert_eq!(
         (record.state, record.was_ready, record.revision.as_str()),
-        (kura_core::api::RolloutState::Admitted, true, "r2")
+        (crate::api::RolloutState::Admitted, true, "r2")
     );
     assert_eq!(
         admitted.applied_revision.as_deref(),
@@ -532,33 +507,28 @@ fn an_admission_is_recorded_kept_through_the_apply_and_cleared_when_ready_again(
     let went = after_operator(&o, &apply, Some(&progressing), now());
     assert_eq!(went.rollout, Some(record.clone()));
     assert_eq!(went.applied_generation, Some(3));
-    assert_eq!(
-        went.applied_origin,
-        Some(kura_core::rollout::Origin::Operator)
-    );
-    let events = events_for(&o.status, &went, &apply);
-    assert!(
-        events[0]
-            .note
-            .as_deref()
-            .unwrap()
-            .contains("operator configuration or release")
-    );
+    assert_eq!(went.applied_origin, Some(crate::rollout::Origin::Operator));
+    let events = notes_for(&o.status, &went, &apply);
+    assert!(events[0].note.contains("operator configuration or release"));
     o.status = went;
     let active = Activation::Active {
         endpoint: "http://a/".into(),
     };
     let done = after_operator(&o, &Outcome::Converged, Some(&active), now());
     assert_eq!(done.rollout, None);
-    assert!(super::super::report::left_the_budget(&o.status, &done));
+    // Admitted before, not after: the operator frees the budget's slot.
+    assert_eq!(
+        o.status.rollout.as_ref().map(|r| r.state),
+        Some(crate::api::RolloutState::Admitted)
+    );
 }
 
 /// Converged on r2 and activating, admitted to the budget for r2 at
 /// 2026-01-01T00:00:00Z (its deadline ten minutes later).
 fn admitted_at_midnight() -> Observed {
     let mut o = converged(&desired("r2", "img:2"), Phase::Activating);
-    o.status.rollout = Some(kura_core::rollout::record(
-        kura_core::api::RolloutState::Admitted,
+    o.status.rollout = Some(crate::rollout::record(
+        crate::api::RolloutState::Admitted,
         "f",
         "r2",
         true,
@@ -580,30 +550,20 @@ fn an_admitted_instance_not_ready_by_the_deadline_reports_it_once() {
         Some(&progressing),
         "2026-01-01T00:09:00Z".parse().unwrap(),
     );
-    assert!(
-        find(
-            &before.conditions,
-            kura_core::api::conditions::ROLLOUT_FAILED
-        )
-        .is_none()
-    );
+    assert!(find(&before.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
     let failed = after_operator(
         &o,
         &Outcome::Converged,
         Some(&progressing),
         "2026-01-01T00:10:01Z".parse().unwrap(),
     );
-    let c = find(
-        &failed.conditions,
-        kura_core::api::conditions::ROLLOUT_FAILED,
-    )
-    .unwrap();
+    let c = find(&failed.conditions, crate::api::conditions::ROLLOUT_FAILED).unwrap();
     assert_eq!(c.reason, "ProgressDeadlineExceeded");
     assert_eq!(
-        reasons_of(&events_for(&before, &failed, &Outcome::Converged)),
+        reasons_of(&notes_for(&before, &failed, &Outcome::Converged)),
         ["RolloutFailed"]
     );
-    assert!(events_for(&failed, &failed, &Outcome::Converged).is_empty());
+    assert!(notes_for(&failed, &failed, &Outcome::Converged).is_empty());
 }
 
 /// The endpoint check (on by default) takes Ready away, not a rollout: an
@@ -618,11 +578,11 @@ fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
     let past_deadline: Timestamp = "2026-01-01T00:10:01Z".parse().unwrap();
     for (reason, message) in [
         (
-            kura_core::outcome::ENDPOINT_NOT_ANSWERING,
+            crate::outcome::ENDPOINT_NOT_ANSWERING,
             "ingress a: http://a/up via 127.0.0.1:80: connection refused",
         ),
         (
-            kura_core::outcome::ENDPOINT_CHECKING,
+            crate::outcome::ENDPOINT_CHECKING,
             "ingress a: asking http://a/up via 127.0.0.1:80, no answer yet",
         ),
     ] {
@@ -632,7 +592,7 @@ fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
         };
         let s = after_operator(&o, &Outcome::Converged, Some(&waiting), past_deadline);
         assert_eq!(s.rollout, None, "{reason}: the rollout is done");
-        assert!(find(&s.conditions, kura_core::api::conditions::ROLLOUT_FAILED).is_none());
+        assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_none());
         assert_eq!(s.phase, Some(Phase::Activating));
         let (status, ready_reason, _) = ready(&s);
         assert_eq!(
@@ -647,14 +607,14 @@ fn an_endpoint_not_answering_ends_an_admitted_rollout_and_fails_nothing() {
     };
     let s = after_operator(&o, &Outcome::Converged, Some(&unavailable), past_deadline);
     assert!(s.rollout.is_some());
-    assert!(find(&s.conditions, kura_core::api::conditions::ROLLOUT_FAILED).is_some());
+    assert!(find(&s.conditions, crate::api::conditions::ROLLOUT_FAILED).is_some());
 }
 
 #[test]
 fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
-    use kura_core::claims::Claimant;
-    use kura_core::claims::Conflict;
-    use kura_core::claims::Lost;
+    use crate::claims::Claimant;
+    use crate::claims::Conflict;
+    use crate::claims::Lost;
     let conflict = Outcome::HostConflict(Conflict(vec![Lost {
         field: "spec.aliases[0]".into(),
         host: "shop.example".into(),
@@ -694,7 +654,7 @@ fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
         "what was applied stays recorded; nothing to retry"
     );
     assert_eq!(
-        reasons_of(&events_for(&prev, &s, &conflict)),
+        reasons_of(&notes_for(&prev, &s, &conflict)),
         ["HostConflict"]
     );
     // The same conflict ten minutes later: the same status (no write), no Event.
@@ -714,7 +674,7 @@ fn a_host_conflict_stalls_names_the_holder_once_and_keeps_what_was_applied() {
     });
     assert_eq!(again, s);
     assert!(
-        events_for(&s, &again, &conflict).is_empty(),
+        notes_for(&s, &again, &conflict).is_empty(),
         "announced once"
     );
 }
