@@ -8,12 +8,12 @@
 #                                     and dashboard use them, the demo does not)
 #   scripts/control-plane.sh kube-state-metrics   build (or reuse) kube-state-metrics (not
 #                                     part of `build`: the test of the chart's per-instance
-#                                     series runs it, tests/cluster/kube_state_metrics.rs)
+#                                     series runs it, tests/cluster/observability/kube_state_metrics.rs)
 #   scripts/control-plane.sh kura-peer   build (or reuse) hack/kura-peer, the controller-runtime
 #                                     peer kura-bench measures the operator against; prints
 #                                     its directory
 #   scripts/control-plane.sh apiserver 1.33|1.37   build (or reuse) kube-apiserver at that
-#                                     minor (the version matrix of tests/cluster/versions.rs)
+#                                     minor (the version matrix of tests/cluster/platform/versions.rs)
 #   scripts/control-plane.sh controller-manager 1.33|1.37   the same for kube-controller-manager
 #   KURA_K8S_MINOR=1.33 scripts/control-plane.sh up   a plane whose kube-apiserver and
 #                                     kube-controller-manager are of that minor (etcd,
@@ -200,9 +200,9 @@ build_node() {
 }
 
 # Tools the tests use beyond the plane: Prometheus and promtool
-# (tests/cluster/monitoring.rs: the unit tests of the chart's alerts, and a real
+# (tests/cluster/observability/monitoring.rs: the unit tests of the chart's alerts, and a real
 # Prometheus scraping the operator) and kube-apiserver at other minors
-# (tests/cluster/versions.rs). Keyed like the node's parts: the module's key,
+# (tests/cluster/platform/versions.rs). Keyed like the node's parts: the module's key,
 # this builder's text, and the link flags and tags.
 tool_bindir() {
   echo "$cache/bin/$1-$( { module_key "$modules/$1"; sed -n '/^build_tool_module()/,/^}/p' "$0"; echo "$2 $3"; } | sha256sum | cut -c1-16)"
@@ -237,7 +237,7 @@ build_prometheus() {
 
 # kube-state-metrics (hack/control-plane/kube-state-metrics), the exporter of
 # the chart's per-instance series (files/kube-state-metrics.yaml): the test
-# tests/cluster/kube_state_metrics.rs runs it against the plane. Prints its
+# tests/cluster/observability/kube_state_metrics.rs runs it against the plane. Prints its
 # directory.
 build_kube_state_metrics() {
   local ldflags="-X github.com/prometheus/common/version.Version=v2.18.0"
@@ -269,7 +269,7 @@ build_kura_peer() {
 
 # kube-apiserver or kube-controller-manager at another minor
 # (hack/control-plane/COMPONENT-v1.MINOR: the Kubernetes versions the CRDs and
-# the core reconciles are checked on, tests/cluster/versions.rs), cached like
+# the core reconciles are checked on, tests/cluster/platform/versions.rs), cached like
 # the rest; prints its directory. One module per component: the key of a tool
 # does not name the packages built from it.
 build_k8s_minor() {

@@ -57,16 +57,16 @@ case "${1:-}" in
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
     go test -C hack/control-plane/hostjournal ./...  # the node's host journal and its undo
-    go test -C hack/kstatus ./...  # the kstatus reader of tests/cluster/health.rs
+    go test -C hack/kstatus ./...  # the kstatus reader of tests/cluster/observability/health.rs
     go test -C hack/fluxhealth ./...  # Flux's CEL reader with the chart's healthCheckExprs
-    # Argo CD's health checks run with Debian's Lua 5.1 (tests/cluster/health.rs).
+    # Argo CD's health checks run with Debian's Lua 5.1 (tests/cluster/observability/health.rs).
     if ! command -v lua5.1 >/dev/null; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 >/dev/null 2>&1 \
         || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 >/dev/null; } \
         || { echo "dev.sh: the tests need lua5.1: apt-get install lua5.1 failed" >&2; exit 1; }
     fi
-    $cp prometheus  # promtool and Prometheus for tests/cluster/monitoring.rs (cached)
-    $cp kube-state-metrics  # for tests/cluster/kube_state_metrics.rs (cached)
+    $cp prometheus  # promtool and Prometheus for tests/cluster/observability/monitoring.rs (cached)
+    $cp kube-state-metrics  # for tests/cluster/observability/kube_state_metrics.rs (cached)
     # The cluster tests mostly wait on the apiserver: run more of them at once than cores.
     # The node's tests (and the README's, which runs the demo on the node) take
     # turns on the one node a machine has (NODE_LOCK): in the same run as the
@@ -77,16 +77,16 @@ case "${1:-}" in
     # benchmarks' harness takes no test filters, so they run once on their
     # own afterwards (each benchmark once, as a test).
     cargo test --locked --workspace --all-targets --no-run
-    RUST_TEST_THREADS=1 cargo test --locked --workspace --tests --no-fail-fast -- node:: readme:: \
+    RUST_TEST_THREADS=1 cargo test --locked --workspace --tests --no-fail-fast -- platform::node:: platform::readme:: \
       > >(sed -u 's/^/[node] /') 2>&1 &
     node_pid=$!
     rest=0
     RUST_TEST_THREADS=4 cargo test --locked --workspace --tests --no-fail-fast -- \
-      --skip node:: --skip readme:: || rest=$?
+      --skip platform::node:: --skip platform::readme:: || rest=$?
     node=0; wait "$node_pid" || node=$?
     benches=0; cargo test --locked --workspace --bench '*' || benches=$?
     if [ "$rest" != 0 ] || [ "$node" != 0 ] || [ "$benches" != 0 ]; then
-      echo "dev.sh: tests failed (exit codes: node:: and readme:: $node, the rest $rest, the benchmarks $benches)" >&2
+      echo "dev.sh: tests failed (exit codes: platform::node:: and platform::readme:: $node, the rest $rest, the benchmarks $benches)" >&2
       exit 1
     fi
     ;;

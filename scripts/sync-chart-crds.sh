@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copy the CRDs from crds/ (generated from the Rust types: the one source of
 # truth) into the chart's files/crds/, which templates/crds.yaml renders.
-# crates/kura-core's drift test and tests/cluster/chart.rs fail when they differ.
+# crates/kura-core's drift test and tests/cluster/operations/chart.rs fail when they differ.
 #
 #   scripts/sync-chart-crds.sh
 set -euo pipefail

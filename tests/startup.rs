@@ -2,7 +2,7 @@
 //! line on stderr naming the problem, and a non-zero exit. None of these needs
 //! a cluster: the configuration is checked before the kubeconfig is used, the
 //! kubeconfig before the network. (A cluster without the CRDs is covered in
-//! tests/cluster/ops/startup.rs.)
+//! tests/cluster/operations/startup.rs.)
 
 // Tests may be longer than the 80 lines a function may have (clippy.toml):
 // a scenario reads best in one piece.

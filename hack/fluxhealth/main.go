@@ -5,7 +5,7 @@
 // polls with), one JSON line per object, {"name", "status", "message",
 // "error"}. An expression Flux cannot evaluate is no failure of this program:
 // Flux's reader reports it as the status Unknown with the error, and so does
-// this. tests/cluster/health.rs feeds it live objects.
+// this. tests/cluster/observability/health.rs feeds it live objects.
 package main
 
 import (

@@ -9,7 +9,7 @@ import (
 )
 
 // The shipped health checks as Flux's CEL reader applies them to the shapes
-// the operator writes, without a cluster (tests/cluster/health.rs reads live
+// the operator writes, without a cluster (tests/cluster/observability/health.rs reads live
 // objects).
 func TestShippedChecksOnEachShape(t *testing.T) {
 	checks, err := os.ReadFile("../../charts/kura-operator/files/flux-health-checks.yaml")

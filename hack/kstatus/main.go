@@ -1,7 +1,7 @@
 // kstatus reads Kubernetes objects as JSON (one object, or a List, on stdin)
 // and prints what sigs.k8s.io/cli-utils' kstatus, the status library Flux's
 // health checks and kpt use, computes for each: one JSON line per object,
-// {"name", "status", "message"}. tests/cluster/health.rs feeds it live objects.
+// {"name", "status", "message"}. tests/cluster/observability/health.rs feeds it live objects.
 package main
 
 import (

@@ -7,7 +7,7 @@ import (
 )
 
 // The library's reading of the shapes the operator writes, without a cluster
-// (tests/cluster/health.rs reads live objects).
+// (tests/cluster/observability/health.rs reads live objects).
 func TestStatusOfEachShape(t *testing.T) {
 	cases := []struct{ name, object, want string }{
 		{"no status yet", `{"apiVersion":"kura.dev/v1alpha1","kind":"KuraInstance","metadata":{"name":"a","generation":1}}`, "Current"},

@@ -4,13 +4,17 @@
 //! while anything still uses them), drift in its children is repaired as it
 //! happens (a contested field at most three times a minute, then held and
 //! reported), bindings of its names made by someone else are reported and left
-//! alone, and deleting a namespace never waits for the operator.
+//! alone, and deleting a namespace never waits for the operator. A host is
+//! served to one instance only (`host_claims`), and generated names cannot
+//! collide (`names`).
 
 mod bindings;
 mod collection;
 mod conflict;
 mod drift;
+pub(crate) mod host_claims;
 mod migration;
+mod names;
 mod tenancy;
 
 use std::time::Duration;

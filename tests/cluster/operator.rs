@@ -150,7 +150,7 @@ impl Operator {
             )
             .args(&self.options.args)
             .env("KURA_LOG", "info,kura_operator::reconcile=trace")
-            // Traces only where a test asks for them (tests/cluster/traces.rs),
+            // Traces only where a test asks for them (tests/cluster/observability/traces.rs),
             // whatever the environment the tests run in.
             .env_clear_otel()
             .envs(self.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -365,7 +365,7 @@ pub fn fleet_config_on(
 }
 
 /// The same region, saying nothing of the endpoint check: on, as the
-/// operator defaults it (tests/cluster/endpoint.rs).
+/// operator defaults it (tests/cluster/observability/endpoint.rs).
 pub fn config_with_default_check(
     namespace: &str,
     network: &str,

@@ -646,3 +646,35 @@ pub fn run_with_input(
     child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// The plane's admin kubeconfig as YAML, to derive variants from.
+pub fn admin_kubeconfig() -> serde_yaml::Value {
+    let text = std::fs::read_to_string(kubeconfig_path()).expect("read kubeconfig");
+    serde_yaml::from_str(&text).expect("kubeconfig is YAML")
+}
+
+/// Writes `kubeconfig` to `dir/name` and returns its path.
+pub fn write_kubeconfig(
+    dir: &std::path::Path,
+    name: &str,
+    kubeconfig: &serde_yaml::Value,
+) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, serde_yaml::to_string(kubeconfig).unwrap()).unwrap();
+    path
+}
+
+/// A kubeconfig acting as `system:serviceaccount:NS:SA` (the kubeconfig `as:`
+/// field: the admin user impersonates it), as the operator's pod would be.
+pub fn impersonating_kubeconfig(dir: &std::path::Path, namespace: &str, sa: &str) -> PathBuf {
+    let mut kc = admin_kubeconfig();
+    kc["users"][0]["user"]["as"] = format!("system:serviceaccount:{namespace}:{sa}").into();
+    write_kubeconfig(dir, "kubeconfig-as-sa", &kc)
+}
+
+/// A directory of the test's own (under the system's temporary directory)
+/// for the files it writes: kubeconfigs, configurations.
+pub fn scratch_dir(ns: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("kura-ops-{ns}"))
+}

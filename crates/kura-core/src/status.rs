@@ -620,3 +620,8 @@ pub fn without_counts(message: &str) -> String {
     out.push_str(rest);
     out
 }
+
+#[cfg(test)]
+mod tables;
+#[cfg(test)]
+mod tests;

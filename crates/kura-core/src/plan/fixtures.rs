@@ -1,5 +1,5 @@
 //! Plan fixtures: a small desired set and an instance converged on it, for
-//! the plan's tables here and for the operator crate's status tables
+//! the plan's tables and the status tables here, and for the operator crate's tests
 //! (feature `fixtures`).
 
 use std::collections::BTreeMap;

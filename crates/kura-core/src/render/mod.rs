@@ -71,5 +71,7 @@ pub(crate) fn non_canonical_object(desired: &Desired) -> Option<String> {
     })
 }
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod hostile;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -4,5 +4,4 @@
 //! the layer above `validate`.)
 
 mod corpus;
-pub(crate) mod corpus_cases;
 mod fuzz;

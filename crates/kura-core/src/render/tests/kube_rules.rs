@@ -1,7 +1,7 @@
 //! What the apiserver checks of the names, labels and hosts of every rendered object
 //! (and of what its controllers derive from them), mirrored with `validate::rules`: a
 //! renderer or validation change that the apiserver would refuse fails here in
-//! milliseconds. tests/cluster/acceptance.rs asks the real apiserver.
+//! milliseconds. tests/cluster/lifecycle/acceptance.rs asks the real apiserver.
 
 use serde_json::Value;
 

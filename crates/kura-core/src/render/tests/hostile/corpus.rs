@@ -5,10 +5,10 @@
 
 use proptest::prelude::*;
 
-use super::corpus_cases::{Case, Corpus, corpus, specs};
 use crate::api::KuraInstance;
 use crate::config::ConfigError;
 use crate::config::OperatorConfig;
+use crate::render::hostile::{Case, Corpus, corpus, specs};
 use crate::render::render;
 use crate::render::tests::kube_rules::violations;
 use crate::validate::validate;
