@@ -82,6 +82,7 @@ pub fn fenced_service(
 /// The span and lines kube's own stack gives every request (`HTTP`, with
 /// its method, URL and status), under kube's target, so that a log filter
 /// showing kube's requests (`kube=debug`) shows them with election too.
+#[allow(clippy::type_complexity)] // the layer's type names each of its callbacks
 fn http_trace() -> tower_http::trace::TraceLayer<
     tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
     impl Fn(&http::Request<Body>) -> tracing::Span + Clone,
@@ -89,8 +90,7 @@ fn http_trace() -> tower_http::trace::TraceLayer<
     impl Fn(&http::Response<hyper::body::Incoming>, std::time::Duration, &tracing::Span) + Clone,
     (),
     (),
-    impl Fn(tower_http::classify::ServerErrorsFailureClass, std::time::Duration, &tracing::Span)
-    + Clone,
+    impl Fn(tower_http::classify::ServerErrorsFailureClass, std::time::Duration, &tracing::Span) + Clone,
 > {
     use tower_http::classify::ServerErrorsFailureClass;
     tower_http::trace::TraceLayer::new_for_http()

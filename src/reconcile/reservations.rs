@@ -127,7 +127,7 @@ impl Reservations for Ledgers {
 
     /// The admission's entry ends before the status write that frees its
     /// slot. That write is what wakes the next in line on every replica
-    /// (`controller::freed_elsewhere`); were the entry still there, the woken
+    /// (`controller::instance::freed_elsewhere`); were the entry still there, the woken
     /// instance would find its slot taken and wait for a recheck. Before the
     /// write, the cache still shows this instance admitted, so the fleet
     /// counts it from there; if the write then fails, it still does.

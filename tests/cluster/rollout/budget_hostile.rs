@@ -346,15 +346,19 @@ async fn a_held_instance_whose_workload_is_scaled_away_is_repaired_and_not_ready
     )
     .await
     .unwrap();
-    wait_for("the held one's workload repaired and it not Ready", T, || async {
-        let replicas = sts.get(held).await.ok()?.spec?.replicas?;
-        let s = f.instances.get(held).await.ok()?.status?;
-        let ready = s
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == kura_core::api::ConditionStatus::True);
-        (replicas == 1 && !ready).then_some(())
-    })
+    wait_for(
+        "the held one's workload repaired and it not Ready",
+        T,
+        || async {
+            let replicas = sts.get(held).await.ok()?.spec?.replicas?;
+            let s = f.instances.get(held).await.ok()?.status?;
+            let ready = s
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == kura_core::api::ConditionStatus::True);
+            (replicas == 1 && !ready).then_some(())
+        },
+    )
     .await;
     f.finish().await;
 }
