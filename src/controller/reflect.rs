@@ -73,7 +73,7 @@ pub(super) fn reflect_into<K: Cacheable, C: CachedObject>(
     // controller puts one backoff on all its trigger streams together, so an
     // error passed on (a 410 after an apiserver restart) would stop every watch
     // for up to 30 s, during which the others expire and fail in turn: the
-    // instance controller went minutes without reconciling (tests/cluster/plane_faults.rs).
+    // instance controller went minutes without reconciling (tests/cluster/faults/plane_faults.rs).
     let stream = events
         .inspect(move |event| {
             if let Ok(event) = event {
