@@ -381,7 +381,7 @@ pub fn plan(
                 reasons.push(ApplyReason::FieldDrift(workload.id.to_string(), managers));
             }
             apply.retain(|op| op.keep_live_template || !op.id.kind.restarts_pods());
-            if apply.is_empty() && prune.is_empty() {
+            if apply.is_empty() && prune.is_empty() || settling_while_held(observed, &reasons) {
                 return Plan::Held(admission);
             }
             Some(admission)
@@ -393,6 +393,19 @@ pub fn plan(
         reasons,
         held,
     }
+}
+
+/// Whether a held instance's part that restarts no pod was sent by this
+/// process within the settle time and what remains to send may be the
+/// cache not having seen it yet. The settle rule of `plan` cannot see this:
+/// the hold keeps its own reason (the status's applied revision is the old
+/// one) for as long as it holds.
+fn settling_while_held(observed: &Observed, reasons: &[ApplyReason]) -> bool {
+    observed.just_applied
+        && reasons
+            .iter()
+            .filter(|r| **r != ApplyReason::ManifestDrift)
+            .all(ApplyReason::may_be_cache_lag)
 }
 
 /// What a reconcile would do with these inputs when nothing holds it back (no

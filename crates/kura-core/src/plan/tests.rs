@@ -783,6 +783,33 @@ fn a_held_change_sends_what_restarts_no_pod_and_holds_the_rest() {
     assert_eq!(run(&o, &new), Plan::Held(wait));
 }
 
+/// A held change sent what restarts no pod; the next pass comes before the
+/// cache has seen that apply (a slow watch): it still shows the Ingress of
+/// the old revision. The hold's own reasons (the old applied revision, the
+/// held StatefulSet's stamp) never go away while held, so without a rule of
+/// its own the pass sent the Ingress again (found by the perturbation
+/// harness: a lagged watch, a ServiceAccount applied twice in 40 ms).
+#[test]
+fn a_held_change_just_sent_waits_for_the_cache_instead_of_sending_it_again() {
+    let old = with_ingress(desired("r1", "img:1"));
+    let new = with_ingress(desired("r2", "img:1"));
+    let mut o = converged(&old, Phase::Ready);
+    let wait = Admission::Wait {
+        ahead: 4,
+        in_flight: vec![],
+        budget: 3,
+    };
+    budgeted(&mut o, Some(wait.clone()));
+    assert!(matches!(run(&o, &new), Plan::Apply { held: Some(_), .. }));
+    // Sent by this process within the settle time; the cache not caught up.
+    o.just_applied = true;
+    assert_eq!(run(&o, &new), Plan::Held(wait.clone()));
+    // A force is not the cache's lag: it is sent.
+    o.force_token = Some("t2".into());
+    o.just_applied = false;
+    assert!(matches!(run(&o, &new), Plan::Apply { held: Some(_), .. }));
+}
+
 #[test]
 fn what_is_not_budgeted_or_goes_uncounted_is_never_held() {
     let old = desired("r1", "img:1");
