@@ -89,7 +89,7 @@ fn http_trace() -> tower_http::trace::TraceLayer<
     impl Fn(&http::Request<Body>, &tracing::Span) + Clone,
     impl Fn(&http::Response<hyper::body::Incoming>, std::time::Duration, &tracing::Span) + Clone,
     (),
-    (),
+    impl Fn(Option<&http::HeaderMap>, std::time::Duration, &tracing::Span) + Clone,
     impl Fn(tower_http::classify::ServerErrorsFailureClass, std::time::Duration, &tracing::Span) + Clone,
 > {
     use tower_http::classify::ServerErrorsFailureClass;
@@ -119,7 +119,13 @@ fn http_trace() -> tower_http::trace::TraceLayer<
             },
         )
         .on_body_chunk(())
-        .on_eos(())
+        // With the status recorded in the span: the line that shows a
+        // request's answer.
+        .on_eos(
+            |_: Option<&http::HeaderMap>, _: std::time::Duration, _: &tracing::Span| {
+                tracing::debug!(target: "kube_client::client::builder", "stream closed");
+            },
+        )
         .on_failure(
             |failure: ServerErrorsFailureClass, _: std::time::Duration, span: &tracing::Span| {
                 span.record("otel.status_code", "ERROR");
