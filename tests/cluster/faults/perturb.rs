@@ -138,7 +138,8 @@ struct Harness {
 
 impl Harness {
     async fn start(config: &str) -> Harness {
-        let plane = PrivatePlane::up("perturb", 40);
+        // Clear of the gateway tests' planes (40 and up, gateways.rs).
+        let plane = PrivatePlane::up("perturb", 60);
         let client = plane.client().await;
         let classes: Api<IngressClass> = Api::all(client.clone());
         for class in CLASSES {
