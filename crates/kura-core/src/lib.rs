@@ -52,3 +52,8 @@ pub mod storage;
 pub mod time;
 pub mod validate;
 pub mod window;
+
+/// `status::compute` and `events::notes_for` as tables (tests of both,
+/// apart from each so that neither module's tests import the other).
+#[cfg(test)]
+mod outcome_tables;

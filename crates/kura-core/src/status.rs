@@ -622,6 +622,4 @@ pub fn without_counts(message: &str) -> String {
 }
 
 #[cfg(test)]
-mod tables;
-#[cfg(test)]
 mod tests;

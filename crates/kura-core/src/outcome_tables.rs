@@ -1,11 +1,10 @@
-//! `compute` and `events::notes_for` as tables: one outcome in, the status
+//! `status::compute` and `events::notes_for` as tables: one outcome in, the status
 //! and the Events out, with nothing but values.
 
 use jiff::Timestamp;
 
-use super::*;
 use crate::api::conditions::{ACTIVE, FIELD_CONFLICT, READY, RECONCILING, STALLED, find};
-use crate::api::{Condition, ConditionStatus, Phase, RetryStatus};
+use crate::api::{Condition, ConditionStatus, KuraInstanceStatus, Phase, RetryStatus};
 use crate::events::{Note, notes_for};
 use crate::outcome::Activation;
 use crate::outcome::Failure;
@@ -18,6 +17,7 @@ use crate::plan::fixtures::{converged, desired};
 use crate::plan::{ApplyReason, Observed, RetryPolicy};
 use crate::render::Desired;
 use crate::render::ObjectId;
+use crate::status::*;
 use crate::validate::FieldError;
 
 /// A user's change (generation moved), under operator revision "f".
