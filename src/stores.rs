@@ -5,6 +5,7 @@
 pub mod cached;
 pub mod foreign;
 pub mod labelled;
+pub mod unseen;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
@@ -51,6 +52,9 @@ pub struct Stores {
     /// The names of the objects of the label-cached kinds that do not carry
     /// the operator's label, kept from their own watches (`foreign`).
     pub foreign: std::sync::Arc<foreign::ForeignNames>,
+    /// What this process wrote of the children that the caches have not
+    /// shown yet (`unseen`): [`Stores::meta`] answers with the fresher.
+    pub unseen: std::sync::Arc<unseen::Unseen>,
 }
 
 fn key<K: kube::runtime::reflector::Lookup<DynamicType = ()>>(id: &ObjectId) -> ObjectRef<K> {
@@ -77,9 +81,10 @@ impl Stores {
         Some(meta.finalizers.unwrap_or_default())
     }
 
-    /// Metadata of `id` from its cache, being deleted or not.
+    /// Metadata of `id` from its cache, being deleted or not; or from this
+    /// process's own write of it, if the cache has not shown that yet.
     fn any_meta(&self, id: &ObjectId) -> Option<ObjectMeta> {
-        self.of(id.kind).meta(id)
+        self.unseen.fresher(id, self.of(id.kind).meta(id))
     }
 
     /// The cache of `kind`: the one place that matches a kind to its store.

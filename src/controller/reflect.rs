@@ -17,6 +17,7 @@ use kura_core::kind::ChildKind;
 use super::scope::{Cacheable, Scope, Watch};
 use crate::reconcile::labelled::Labelled;
 use crate::reconcile::stores::cached::{self, CachedMeta, CachedObject};
+use crate::stores::unseen::Unseen;
 
 /// A reflector's stream of touched objects; its errors never reach a controller.
 pub type Shared<K> = futures::stream::BoxStream<'static, Result<K, watcher::Error>>;
@@ -90,11 +91,20 @@ pub(super) fn reflect_into<K: Cacheable, C: CachedObject>(
     (reader, stream)
 }
 
+/// The indexes every instance child's watch keeps up to date: its children
+/// by the instance they are labelled as, and this process's writes the
+/// cache has not shown yet.
+#[derive(Clone, Default)]
+pub(super) struct ChildIndexes {
+    pub labelled: Arc<Labelled>,
+    pub unseen: Arc<Unseen>,
+}
+
 /// The metadata-only cache of a child kind, each object kept as
 /// [`CachedMeta`], indexed by the instance it is labelled as.
 pub(super) fn reflect_child<K>(
     scope: &Scope,
-    labelled: &Arc<Labelled>,
+    indexes: &ChildIndexes,
     kind: ChildKind,
 ) -> (Store<CachedMeta<K>>, Shared<PartialObjectMeta<K>>)
 where
@@ -109,17 +119,20 @@ where
         scope.shard_local::<PartialObjectMeta<K>>(scope.managed()),
         compact_child,
         |cache, event| cache.apply_watcher_event(&cached::event(event, cached::meta_of)),
-        indexed(labelled, kind),
+        indexed(indexes, kind),
     )
 }
 
-/// Keeps `labelled` up to date with a reflector's events.
+/// Keeps the child indexes up to date with a reflector's events.
 pub(super) fn indexed<K: CachedObject, C: CachedObject>(
-    labelled: &Arc<Labelled>,
+    indexes: &ChildIndexes,
     kind: ChildKind,
 ) -> impl FnMut(&Store<C>, &watcher::Event<K>) + Send + 'static {
-    let labelled = labelled.clone();
-    move |store, event| labelled.event(kind, store, event)
+    let ChildIndexes { labelled, unseen } = indexes.clone();
+    move |store, event| {
+        labelled.event(kind, store, event);
+        unseen.event(kind, event);
+    }
 }
 
 /// `N` copies of a reflector's stream, each delivering every touched object

@@ -18,12 +18,11 @@ use kura_core::compact::{compact_child, compact_instance};
 use kura_core::kind::ChildKind;
 
 use super::reflect::{
-    Shared, fan_out, indexed, reflect, reflect_child, reflect_into, reflect_observed,
+    ChildIndexes, Shared, fan_out, indexed, reflect, reflect_child, reflect_into, reflect_observed,
     reflect_trimmed,
 };
 use super::scope::{Scope, Watch};
 use crate::claims::Claims;
-use crate::reconcile::labelled::Labelled;
 use crate::reconcile::stores::Stores;
 use crate::reconcile::stores::cached::{self, CachedIngress, CachedMeta, CachedStatefulSet};
 
@@ -72,11 +71,12 @@ type Reflected<C, K = C> = (Store<C>, Shared<K>);
 pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Streams, GatewayStreams) {
     // Host claims follow the instances and the Ingresses of ours (claims.rs).
     let claims = Arc::new(Claims::new(scope.host_reservation, Some(wake)));
-    // Children by the instance they are labelled as (reconcile::labelled).
-    let labelled = Arc::new(Labelled::default());
-    let fleet = FleetCaches::reflect(scope, &claims, &labelled);
-    let local = LocalCaches::reflect(scope, &labelled);
-    split(fleet, local, claims, labelled)
+    // Children by the instance they are labelled as (reconcile::labelled),
+    // and this process's writes of them not yet seen (stores::unseen).
+    let indexes = ChildIndexes::default();
+    let fleet = FleetCaches::reflect(scope, &claims, &indexes);
+    let local = LocalCaches::reflect(scope, &indexes);
+    split(fleet, local, claims, indexes)
 }
 
 /// The caches of every object in scope, whatever the shard: the fleet budget
@@ -94,7 +94,7 @@ struct FleetCaches {
 }
 
 impl FleetCaches {
-    fn reflect(scope: &Scope, claims: &Arc<Claims>, labelled: &Arc<Labelled>) -> FleetCaches {
+    fn reflect(scope: &Scope, claims: &Arc<Claims>, indexes: &ChildIndexes) -> FleetCaches {
         let instances = {
             let claims = claims.clone();
             reflect_observed(
@@ -107,11 +107,11 @@ impl FleetCaches {
             Watch::whole(scope.api::<StatefulSet>(), scope.managed()),
             kura_core::cached_sts::compact,
             |cache, event| cache.apply_watcher_event(&cached::event(event, CachedStatefulSet::of)),
-            indexed(labelled, ChildKind::StatefulSet),
+            indexed(indexes, ChildKind::StatefulSet),
         );
         let ingresses = {
             let claims = claims.clone();
-            let mut index = indexed(labelled, ChildKind::Ingress);
+            let mut index = indexed(indexes, ChildKind::Ingress);
             reflect_into(
                 Watch::whole(scope.api::<Ingress>(), scope.managed()),
                 compact_child,
@@ -162,13 +162,13 @@ struct LocalCaches {
 }
 
 impl LocalCaches {
-    fn reflect(scope: &Scope, labelled: &Arc<Labelled>) -> LocalCaches {
+    fn reflect(scope: &Scope, indexes: &ChildIndexes) -> LocalCaches {
         LocalCaches {
-            services: reflect_child(scope, labelled, ChildKind::Service),
-            config_maps: reflect_child(scope, labelled, ChildKind::ConfigMap),
-            service_accounts: reflect_child(scope, labelled, ChildKind::ServiceAccount),
-            pdbs: reflect_child(scope, labelled, ChildKind::PodDisruptionBudget),
-            network_policies: reflect_child(scope, labelled, ChildKind::NetworkPolicy),
+            services: reflect_child(scope, indexes, ChildKind::Service),
+            config_maps: reflect_child(scope, indexes, ChildKind::ConfigMap),
+            service_accounts: reflect_child(scope, indexes, ChildKind::ServiceAccount),
+            pdbs: reflect_child(scope, indexes, ChildKind::PodDisruptionBudget),
+            network_policies: reflect_child(scope, indexes, ChildKind::NetworkPolicy),
             deployments: reflect(
                 scope.shard_local::<PartialObjectMeta<Deployment>>(scope.managed()),
             ),
@@ -185,8 +185,9 @@ fn split(
     fleet: FleetCaches,
     local: LocalCaches,
     claims: Arc<Claims>,
-    labelled: Arc<Labelled>,
+    indexes: ChildIndexes,
 ) -> (Streams, GatewayStreams) {
+    let ChildIndexes { labelled, unseen } = indexes;
     let FleetCaches {
         instances: (instances_store, instances),
         gateways: (gateways_store, gateways),
@@ -241,6 +242,7 @@ fn split(
             claims,
             labelled,
             foreign: Default::default(),
+            unseen,
         },
         instances,
         budget_instances,

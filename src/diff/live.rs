@@ -106,6 +106,7 @@ impl LiveBuilder {
                     labelled: Default::default(),
                     // Never filled: the names `diff` shows are read.
                     foreign: Default::default(),
+                    unseen: Default::default(),
                 },
                 pod_template_hashes: BTreeMap::new(),
                 owned: BTreeMap::new(),

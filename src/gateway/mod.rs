@@ -372,7 +372,7 @@ async fn rollout(
     };
     let applied = match apply::apply_as(
         &ctx.client,
-        &ctx.stores.foreign,
+        &ctx.stores,
         desired,
         &ops,
         &target,

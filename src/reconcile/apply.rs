@@ -22,7 +22,9 @@ use kube::core::PartialObjectMeta;
 use tracing::Instrument;
 
 use super::observe::owner;
+use crate::stores::Stores;
 use crate::stores::foreign::{ForeignNames, Lookup};
+use kura_core::compact::{compact_child, compact_managed_fields};
 use kura_core::fields::owned_fields_by;
 use kura_core::keys::{CREATE_ONLY_RESOURCE_VERSION, FIELD_MANAGER};
 use kura_core::plan::{ApplyOp, Owner};
@@ -90,27 +92,29 @@ pub struct For<'a> {
 /// The names it creates are checked first (`check_names`): a name taken by
 /// someone else fails the apply before anything is written. A wave with a
 /// failure ends the apply (nothing of a later wave is sent); its name
-/// conflicts are reported together, each object named.
+/// conflicts are reported together, each object named. Each answer is kept
+/// as what the caches will show (`stores::unseen`), the objects of a wave
+/// that failed in part included, until they do.
 pub async fn apply(
     client: &Client,
-    names: &ForeignNames,
+    stores: &Stores,
     desired: &Desired,
     ops: &[ApplyOp],
     instance: &For<'_>,
 ) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
-    apply_as(client, names, desired, ops, instance, FIELD_MANAGER).await
+    apply_as(client, stores, desired, ops, instance, FIELD_MANAGER).await
 }
 
 /// [`apply`] under another of the operator's field managers (a gateway's).
 pub async fn apply_as(
     client: &Client,
-    names: &ForeignNames,
+    stores: &Stores,
     desired: &Desired,
     ops: &[ApplyOp],
     instance: &For<'_>,
     manager: &str,
 ) -> Result<BTreeMap<ObjectId, Option<String>>, Failure> {
-    let ops = &check_names(client, names, ops, instance).await?;
+    let ops = &check_names(client, &stores.foreign, ops, instance).await?;
     let mut fingerprints = BTreeMap::new();
     let mut waves: Vec<u8> = ops.iter().map(|op| op.id.kind.wave()).collect();
     waves.sort_unstable();
@@ -126,8 +130,12 @@ pub async fn apply_as(
         let mut failures = Vec::new();
         for result in join_all(batch).instrument(span).await {
             match result {
-                Ok((id, fingerprint)) => {
-                    fingerprints.insert(id, fingerprint);
+                Ok((id, mut answer)) => {
+                    fingerprints.insert(id.clone(), owned_fields_by(&answer.metadata, manager));
+                    // Kept as its cache keeps it.
+                    compact_child(&mut answer);
+                    compact_managed_fields(&mut answer);
+                    stores.unseen.wrote(&id, answer.metadata);
                 }
                 Err(failure) => failures.push(failure),
             }
@@ -278,7 +286,7 @@ async fn apply_one(
     object: &RenderedObject,
     instance: &For<'_>,
     manager: &str,
-) -> Result<(ObjectId, Option<String>), Failure> {
+) -> Result<(ObjectId, PartialObjectMeta<DynamicObject>), Failure> {
     let api = dynamic_api(client, &op.id);
     let meta = metadata_api(client, &op.id);
     let fail = |verb, e: &kube::Error| failure(Stage::Apply, verb, &op.id, e);
@@ -343,7 +351,7 @@ async fn apply_one(
             .await
             .map_err(|e| fail("clear the address of", &e))?;
     }
-    Ok((op.id.clone(), owned_fields_by(&applied.metadata, manager)))
+    Ok((op.id.clone(), applied))
 }
 
 /// The workload as rendered, with the pod template and revision stamp it runs

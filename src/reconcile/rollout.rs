@@ -54,39 +54,32 @@ pub async fn rollout(
         key,
         held,
     } = steps;
-    let fingerprints = match apply::apply(
-        &ctx.client,
-        &ctx.stores.foreign,
-        desired,
-        &ops,
-        &For { uid, name },
-    )
-    .await
-    {
-        Ok(fingerprints) => fingerprints,
-        Err(failure) if failure.is_transient() => {
-            let streak = quiet_or_report(ctx, instance, key, &failure, now)?;
-            let delay = transient_delay(ctx, instance, &streak);
-            let outcome = Outcome::ApplyFailed {
-                reasons,
-                failure,
-                streak: Some(streak),
-            };
-            return Ok((outcome, delay));
-        }
-        Err(failure) => {
-            let delay = match failure.class {
-                kura_core::outcome::FailureClass::NameConflict => ctx.policy.stall_window(),
-                _ => budgeted_delay(ctx, observed, key),
-            };
-            let outcome = Outcome::ApplyFailed {
-                reasons,
-                failure,
-                streak: None,
-            };
-            return Ok((outcome, delay));
-        }
-    };
+    let fingerprints =
+        match apply::apply(&ctx.client, &ctx.stores, desired, &ops, &For { uid, name }).await {
+            Ok(fingerprints) => fingerprints,
+            Err(failure) if failure.is_transient() => {
+                let streak = quiet_or_report(ctx, instance, key, &failure, now)?;
+                let delay = transient_delay(ctx, instance, &streak);
+                let outcome = Outcome::ApplyFailed {
+                    reasons,
+                    failure,
+                    streak: Some(streak),
+                };
+                return Ok((outcome, delay));
+            }
+            Err(failure) => {
+                let delay = match failure.class {
+                    kura_core::outcome::FailureClass::NameConflict => ctx.policy.stall_window(),
+                    _ => budgeted_delay(ctx, observed, key),
+                };
+                let outcome = Outcome::ApplyFailed {
+                    reasons,
+                    failure,
+                    streak: None,
+                };
+                return Ok((outcome, delay));
+            }
+        };
     ctx.memory.applied(instance, key);
     let config = ctx.config();
     let target = PruneFor {
