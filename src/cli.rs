@@ -144,11 +144,6 @@ fn explain(
         kura_core::config::NetworkMode::Cloud => "cloud",
         kura_core::config::NetworkMode::Host => "host",
     };
-    let mode = match v.gateway.mode {
-        kura_core::api::GatewayMode::Auto => "Auto",
-        kura_core::api::GatewayMode::Dedicated => "Dedicated",
-        kura_core::api::GatewayMode::Shared => "Shared",
-    };
     let aliases = if v.aliases.is_empty() {
         "(none)".to_string()
     } else {
@@ -190,6 +185,32 @@ fn explain(
         out,
         "#   its StatefulSet has, and reports any other as StorageChangePending (claim templates cannot change)"
     )?;
+    explain_gateway(v, config, out)?;
+    writeln!(
+        out,
+        "#   metadata: name={} namespace={} uid={} (owner references)",
+        v.name,
+        v.namespace,
+        shown(Some(v.uid.as_str()))
+    )?;
+    writeln!(
+        out,
+        "#   short revision: {}",
+        hash::short(&desired.revision)
+    )
+}
+
+/// The gateway lines of [`explain`].
+fn explain_gateway(
+    v: &kura_core::validate::ValidatedInstance,
+    config: &OperatorConfig,
+    out: &mut String,
+) -> std::fmt::Result {
+    let mode = match v.gateway.mode {
+        kura_core::api::GatewayMode::Auto => "Auto",
+        kura_core::api::GatewayMode::Dedicated => "Dedicated",
+        kura_core::api::GatewayMode::Shared => "Shared",
+    };
     writeln!(
         out,
         "#   resolved gateway: mode={mode} ingressClass={} gateway={}",
@@ -203,16 +224,5 @@ fn explain(
             config.gateway.image, config.gateway.controller, config.gateway.replicas
         )?;
     }
-    writeln!(
-        out,
-        "#   metadata: name={} namespace={} uid={} (owner references)",
-        v.name,
-        v.namespace,
-        shown(Some(v.uid.as_str()))
-    )?;
-    writeln!(
-        out,
-        "#   short revision: {}",
-        hash::short(&desired.revision)
-    )
+    Ok(())
 }

@@ -275,43 +275,50 @@ impl Candidate {
     /// What this step did to the role: a write that makes this process the
     /// holder was sent at some instant, or it does not hold the Lease, or
     /// nobody can tell yet.
-    // split with the fence's next change (the renewal instants it reads are taken here)
-    #[allow(clippy::too_many_lines)]
     async fn try_step(&mut self) -> Result<Renewal, kube::Error> {
-        let me = self.settings.identity.clone();
-        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
-            let holding = self.role().leading;
-            // A gap since the last read (a stall, failed reads): whatever
-            // happened in it was not seen, so the count starts again.
-            let gap = self
-                .last_ok
-                .is_none_or(|at| at.elapsed() > self.settings.duration / 3);
-            if gap || self.absent_since.is_none() {
-                self.absent_since = Some(Instant::now());
-            }
-            let absent_for = self.absent_since.map_or(Duration::ZERO, |at| at.elapsed());
-            tracing::debug!(lease = %self.settings.name, holding, gap, absent_for = ?absent_for, "the lease is missing");
-            if !self.want || !may_create(holding, absent_for, &self.settings) {
-                return Ok(Renewal::NotHeld);
-            }
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.settings.name.clone()),
-                    labels: (!self.settings.labels.is_empty())
-                        .then(|| self.settings.labels.clone()),
-                    ..Default::default()
-                },
-                spec: Some(self.held(None)),
-            };
-            let sent = Instant::now();
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(Renewal::Sent(sent)),
-                // Created by someone else meanwhile: read it next step.
-                Err(kube::Error::Api(s)) if s.code == 409 && holding => Ok(Renewal::Unknown),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Renewal::NotHeld),
-                Err(e) => Err(e),
-            };
+        match self.api.get_opt(&self.settings.name).await? {
+            None => self.lease_missing().await,
+            Some(lease) => self.lease_read(lease).await,
+        }
+    }
+
+    /// The Lease is not there: create it, if this process may (`may_create`).
+    async fn lease_missing(&mut self) -> Result<Renewal, kube::Error> {
+        let holding = self.role().leading;
+        // A gap since the last read (a stall, failed reads): whatever
+        // happened in it was not seen, so the count starts again.
+        let gap = self
+            .last_ok
+            .is_none_or(|at| at.elapsed() > self.settings.duration / 3);
+        if gap || self.absent_since.is_none() {
+            self.absent_since = Some(Instant::now());
+        }
+        let absent_for = self.absent_since.map_or(Duration::ZERO, |at| at.elapsed());
+        tracing::debug!(lease = %self.settings.name, holding, gap, absent_for = ?absent_for, "the lease is missing");
+        if !self.want || !may_create(holding, absent_for, &self.settings) {
+            return Ok(Renewal::NotHeld);
+        }
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.name.clone()),
+                labels: (!self.settings.labels.is_empty()).then(|| self.settings.labels.clone()),
+                ..Default::default()
+            },
+            spec: Some(self.held(None)),
         };
+        let sent = Instant::now();
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(Renewal::Sent(sent)),
+            // Created by someone else meanwhile: read it next step.
+            Err(kube::Error::Api(s)) if s.code == 409 && holding => Ok(Renewal::Unknown),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Renewal::NotHeld),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The Lease as read: renew it, acquire it, or stand by.
+    async fn lease_read(&mut self, lease: Lease) -> Result<Renewal, kube::Error> {
+        let me = self.settings.identity.clone();
         self.absent_since = None;
         let rv = lease.metadata.resource_version.clone().unwrap_or_default();
         if self.observed.as_ref().is_none_or(|(seen, _)| *seen != rv) {

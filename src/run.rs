@@ -184,35 +184,12 @@ async fn run(
     let (config_text, config) = read_config(&args)?;
     let shards = shards(&args)?;
     let gate = Arc::new(crate::shards::Gate::new(shards));
-    // A read may stay silent for as long as a watch does.
-    let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
     let metrics = Arc::new(crate::metrics::Metrics::default());
-    // Elected, no write leaves this process once its Lease time ran out.
-    let fence = Arc::new(
-        if args.leader_elect {
-            crate::fence::Fence::elected(shards, &lease_namespace(&args))
-        } else {
-            crate::fence::Fence::open()
-        }
-        .counted(metrics.writes_fenced.clone()),
-    );
-    let client = observed_client(
-        args.kubeconfig.as_deref(),
-        read_timeout,
-        metrics.runtime.clone(),
-        fence.clone(),
-    )
-    .await?;
-    // Reports on this process's own Pod (an invalid configuration, an
-    // incompatible CRD) are made by every replica, leading or not: a client
-    // of their own, outside the fence, which guards what a leader decides.
-    let reports = observed_client(
-        args.kubeconfig.as_deref(),
-        read_timeout,
-        metrics.runtime.clone(),
-        Arc::new(crate::fence::Fence::open()),
-    )
-    .await?;
+    let Clients {
+        client,
+        reports,
+        fence,
+    } = connect(&args, shards, &metrics).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (probes, serving, metrics_addr) = serve_probes(&args, metrics, stop_rx.clone()).await?;
     let crds = check_crds(&client).await?;
@@ -267,6 +244,56 @@ async fn run(
     }
     let _ = serving.await;
     Ok(())
+}
+
+/// The operator's clients: the one its decisions write through (fenced,
+/// when elected: no write leaves this process once its Lease time ran out)
+/// and the one its reports on its own Pod go through.
+struct Clients {
+    client: kube::Client,
+    /// Reports on this process's own Pod (an invalid configuration, an
+    /// incompatible CRD) are made by every replica, leading or not: a client
+    /// of their own, outside the fence, which guards what a leader decides.
+    reports: kube::Client,
+    fence: std::sync::Arc<crate::fence::Fence>,
+}
+
+async fn connect(
+    args: &RunArgs,
+    shards: kura_core::shard::Shards,
+    metrics: &crate::metrics::Metrics,
+) -> Result<Clients, Box<dyn std::error::Error>> {
+    use std::sync::Arc;
+    // A read may stay silent for as long as a watch does.
+    let read_timeout = args.watch_timeout + std::time::Duration::from_secs(15);
+    // Elected, no write leaves this process once its Lease time ran out.
+    let fence = Arc::new(
+        if args.leader_elect {
+            crate::fence::Fence::elected(shards, &lease_namespace(args))
+        } else {
+            crate::fence::Fence::open()
+        }
+        .counted(metrics.writes_fenced.clone()),
+    );
+    let client = observed_client(
+        args.kubeconfig.as_deref(),
+        read_timeout,
+        metrics.runtime.clone(),
+        fence.clone(),
+    )
+    .await?;
+    let reports = observed_client(
+        args.kubeconfig.as_deref(),
+        read_timeout,
+        metrics.runtime.clone(),
+        Arc::new(crate::fence::Fence::open()),
+    )
+    .await?;
+    Ok(Clients {
+        client,
+        reports,
+        fence,
+    })
 }
 
 /// The configuration file as read at start-up (its text, for the follower

@@ -110,30 +110,7 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
         .collect();
     follow_freed_hosts(&instances, &mut diffs, &config, &live, args.show_diff);
     drop(live);
-    // The caches list only labelled objects: the names the operator would
-    // create are read, as it reads them before its first write (or after a
-    // lone create it sends is refused).
-    // Rare on a running fleet (nothing to create), so a few at a time.
-    let reads = instances
-        .iter()
-        .zip(&diffs)
-        .enumerate()
-        .filter_map(|(at, (i, d))| {
-            let ids = super::names_to_read(d);
-            let uid = i.metadata.uid.clone().unwrap_or_default();
-            let (client, name) = (&client, d.name.clone());
-            (!ids.is_empty()).then_some(async move {
-                let taken = read::taken_names(client, &ids, &uid, &name).await;
-                (at, taken)
-            })
-        });
-    let found: Vec<_> = futures::stream::iter(reads)
-        .buffer_unordered(TAKEN_NAME_READS)
-        .collect()
-        .await;
-    for (at, taken) in found {
-        super::names_found(&mut diffs[at], taken?);
-    }
+    read_taken_names(&client, &instances, &mut diffs).await?;
     // A gateway is pruned only when nothing else of its namespace uses it: read
     // what decides it for the namespaces where that question arises.
     let mut namespaces: Vec<String> = diffs
@@ -152,4 +129,36 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
     Ok(Report::new(diffs)
         .with_budget(&config.rollout, fleet_size)
         .with_notes(note.into_iter().collect()))
+}
+
+/// The caches list only labelled objects: the names the operator would
+/// create are read, as it reads them before its first write (or after a
+/// lone create it sends is refused). Rare on a running fleet (nothing to
+/// create), so a few at a time.
+async fn read_taken_names(
+    client: &kube::Client,
+    instances: &[kura_core::api::KuraInstance],
+    diffs: &mut [super::InstanceDiff],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let reads = instances
+        .iter()
+        .zip(diffs.iter())
+        .enumerate()
+        .filter_map(|(at, (i, d))| {
+            let ids = super::names_to_read(d);
+            let uid = i.metadata.uid.clone().unwrap_or_default();
+            let name = d.name.clone();
+            (!ids.is_empty()).then_some(async move {
+                let taken = read::taken_names(client, &ids, &uid, &name).await;
+                (at, taken)
+            })
+        });
+    let found: Vec<_> = futures::stream::iter(reads)
+        .buffer_unordered(TAKEN_NAME_READS)
+        .collect()
+        .await;
+    for (at, taken) in found {
+        super::names_found(&mut diffs[at], taken?);
+    }
+    Ok(())
 }

@@ -39,47 +39,18 @@ pub fn observe(
         ids.extend(d.objects.iter().map(|o| o.id.clone()));
     }
     ids.extend(stores.labelled_as(namespace, name));
-    let rendered = |id: &ObjectId| desired?.objects.iter().find(|o| &o.id == id);
-    let children: BTreeMap<ObjectId, LiveChild> = ids
-        .into_iter()
-        .filter_map(|id| {
-            let meta = stores.meta(&id)?;
-            let owner = owner(&meta, id.kind, uid, name);
-            let mut live = live_child(&meta, owner, rendered(&id).map(|o| &o.manifest));
-            if id.kind == ChildKind::Ingress {
-                live.ingress_class = stores
-                    .ingress(&id)
-                    .and_then(|i| i.spec.as_ref()?.ingress_class_name.clone());
-            }
-            Some((id, live))
-        })
-        .collect();
+    let children = children(ids, desired, stores, (uid, name));
     let terminating = desired
         .iter()
         .flat_map(|d| &d.objects)
         .filter(|o| !children.contains_key(&o.id))
         .filter_map(|o| Some((o.id.clone(), stores.terminating(&o.id)?)))
         .collect();
-    let workload = desired.and_then(|d| {
-        let sts_id = &d
-            .objects
-            .iter()
-            .find(|o| o.id.kind == ChildKind::StatefulSet)?
-            .id;
-        stores.stateful_set(sts_id)
-    });
-    let running_image = workload
-        .as_deref()
-        .and_then(kura_core::cached_sts::image)
-        .map(str::to_string);
-    let running_pod_template_hash = workload
-        .as_deref()
-        .and_then(kura_core::cached_sts::pod_template_hash)
-        .map(str::to_string);
-    let image_managers = match (&workload, &running_image) {
-        (Some(sts), Some(image)) => image_managers(&sts.metadata, image),
-        _ => Vec::new(),
-    };
+    let Running {
+        image: running_image,
+        pod_template_hash: running_pod_template_hash,
+        image_managers,
+    } = running(desired, stores);
     Observed {
         generation: instance.metadata.generation,
         force_token: instance
@@ -101,6 +72,63 @@ pub fn observe(
         just_applied: false,
         // The fleet's, not this instance's: set by the reconcile (`budget::view`).
         budget: Default::default(),
+    }
+}
+
+/// The live children among `ids`, each as [`LiveChild`] (whose it is, its
+/// revision, the fields we own), for the instance `(uid, name)`.
+fn children(
+    ids: Vec<ObjectId>,
+    desired: Option<&Desired>,
+    stores: &Stores,
+    (uid, name): (&str, &str),
+) -> BTreeMap<ObjectId, LiveChild> {
+    let rendered = |id: &ObjectId| desired?.objects.iter().find(|o| &o.id == id);
+    ids.into_iter()
+        .filter_map(|id| {
+            let meta = stores.meta(&id)?;
+            let owner = owner(&meta, id.kind, uid, name);
+            let mut live = live_child(&meta, owner, rendered(&id).map(|o| &o.manifest));
+            if id.kind == ChildKind::Ingress {
+                live.ingress_class = stores
+                    .ingress(&id)
+                    .and_then(|i| i.spec.as_ref()?.ingress_class_name.clone());
+            }
+            Some((id, live))
+        })
+        .collect()
+}
+
+/// What the workload runs now, as its cache shows it.
+#[derive(Default)]
+struct Running {
+    image: Option<String>,
+    pod_template_hash: Option<String>,
+    /// The other managers holding its image.
+    image_managers: Vec<String>,
+}
+
+fn running(desired: Option<&Desired>, stores: &Stores) -> Running {
+    let workload = desired.and_then(|d| {
+        let sts_id = &d
+            .objects
+            .iter()
+            .find(|o| o.id.kind == ChildKind::StatefulSet)?
+            .id;
+        stores.stateful_set(sts_id)
+    });
+    let Some(workload) = workload else {
+        return Running::default();
+    };
+    let image = kura_core::cached_sts::image(&workload).map(str::to_string);
+    let image_managers = match &image {
+        Some(image) => image_managers(&workload.metadata, image),
+        None => Vec::new(),
+    };
+    Running {
+        pod_template_hash: kura_core::cached_sts::pod_template_hash(&workload).map(str::to_string),
+        image,
+        image_managers,
     }
 }
 

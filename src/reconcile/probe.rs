@@ -100,41 +100,42 @@ pub fn gather(desired: &Desired, stores: &Stores) -> (Option<Arc<StatefulSet>>, 
 /// applied, or the instance has not been Ready since). Then any workload that
 /// is not there yet is WorkloadProgressing; once it was active, a workload that
 /// goes missing or down is named for what it is.
-// split with the decision-as-value change
-#[allow(clippy::too_many_lines)]
 pub fn activation(
     desired: &Desired,
     sts: Option<&StatefulSet>,
     ingresses: &[IngressFacts],
     rolling_out: bool,
 ) -> Activation {
-    let waiting = |reason, message: String| Activation::Waiting { reason, message };
+    match workload_waits(desired, sts, rolling_out) {
+        Some(waiting) => waiting,
+        None => ingresses_activation(ingresses),
+    }
+}
+
+/// What the workload still waits for, if anything.
+fn workload_waits(
+    desired: &Desired,
+    sts: Option<&StatefulSet>,
+    rolling_out: bool,
+) -> Option<Activation> {
     let or_progressing = |reason| if rolling_out { PROGRESSING } else { reason };
     let name = desired
         .objects
         .iter()
         .find(|o| o.id.kind == ChildKind::StatefulSet)
         .map_or("", |o| o.id.name.as_str());
-    // From the apply until the pods are all available, one message whose
-    // words stay true throughout and whose counts move: where its controller
-    // has not taken the revision yet (the StatefulSet not there yet, not
-    // showing the revision: right after an apply the cache may still hold the
-    // previous StatefulSet, whose available old pods say nothing about this
-    // revision; or not observed yet), none of its pods are updated. Counts
-    // alone wait for the status refresh, so a rollout costs one status write
-    // when it starts and one when it ends, however many steps it passes.
-    let progress = |reason, available: i32, updated: i32, want: i32| {
-        waiting(
-            reason,
-            format!(
-                "StatefulSet {name}: {available}/{want} replicas available, {updated}/{want} updated to revision {} (image {})",
-                short(&desired.revision),
-                desired.image
-            ),
-        )
+    let progress = |reason, available, updated, want| {
+        Progress {
+            name,
+            desired,
+            available,
+            updated,
+            want,
+        }
+        .waiting(reason)
     };
     let Some(sts) = sts else {
-        return if rolling_out {
+        return Some(if rolling_out {
             // As rendered (rare: only until the cache shows the new object).
             let want = desired
                 .objects
@@ -144,11 +145,11 @@ pub fn activation(
                 .unwrap_or(1);
             progress(PROGRESSING, 0, 0, want as i32)
         } else {
-            waiting(
-                "WorkloadMissing",
-                format!("StatefulSet {name} does not exist"),
-            )
-        };
+            Activation::Waiting {
+                reason: "WorkloadMissing",
+                message: format!("StatefulSet {name} does not exist"),
+            }
+        });
     };
     let stamp = sts
         .metadata
@@ -161,17 +162,57 @@ pub fn activation(
     if stamp.map(String::as_str) != desired.stamp_of(ChildKind::StatefulSet)
         || status.observed_generation.unwrap_or(0) < sts.metadata.generation.unwrap_or(0)
     {
-        return progress(PROGRESSING, available, 0, want);
+        return Some(progress(PROGRESSING, available, 0, want));
     }
     let updated = status.updated_replicas.unwrap_or(0);
-    if updated < want || available < want {
-        return progress(
+    (updated < want || available < want).then(|| {
+        progress(
             or_progressing("WorkloadUnavailable"),
             available,
             updated,
             want,
-        );
+        )
+    })
+}
+
+/// From the apply until the pods are all available, one message whose words
+/// stay true throughout and whose counts move: where its controller has not
+/// taken the revision yet (the StatefulSet not there yet, not showing the
+/// revision: right after an apply the cache may still hold the previous
+/// StatefulSet, whose available old pods say nothing about this revision;
+/// or not observed yet), none of its pods are updated. Counts alone wait for
+/// the status refresh, so a rollout costs one status write when it starts
+/// and one when it ends, however many steps it passes.
+struct Progress<'a> {
+    name: &'a str,
+    desired: &'a Desired,
+    available: i32,
+    updated: i32,
+    want: i32,
+}
+
+impl Progress<'_> {
+    fn waiting(&self, reason: &'static str) -> Activation {
+        let Progress {
+            name,
+            desired,
+            available,
+            updated,
+            want,
+        } = self;
+        Activation::Waiting {
+            reason,
+            message: format!(
+                "StatefulSet {name}: {available}/{want} replicas available, {updated}/{want} updated to revision {} (image {})",
+                short(&desired.revision),
+                desired.image
+            ),
+        }
     }
+}
+
+/// The workload is available: active once every Ingress has an address.
+fn ingresses_activation(ingresses: &[IngressFacts]) -> Activation {
     let mut endpoint = None;
     for ing in ingresses {
         let has_address = ing
@@ -180,35 +221,43 @@ pub fn activation(
             .and_then(|i| i.status.as_ref()?.load_balancer.as_ref()?.ingress.as_ref())
             .is_some_and(|lb| lb.iter().any(|a| a.ip.is_some() || a.hostname.is_some()));
         if !has_address {
-            let cause = match (&ing.class, &ing.gateway_trouble) {
-                (None, _) => format!(
-                    "ingress class {} does not exist (no controller serves it)",
-                    ing.class_name
-                ),
-                // The founding incident's cause, said (docs/incidents.md #1).
-                (Some(_), Some(trouble)) => format!(
-                    "ingress class {} has no running controller: {trouble}",
-                    ing.class_name
-                ),
-                (Some(class), None) => format!(
-                    "ingress class {} (controller {}) has not given it an address: is that controller running?",
-                    ing.class_name,
-                    class
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.controller.clone())
-                        .unwrap_or_default()
+            return Activation::Waiting {
+                reason: INGRESS_NO_ADDRESS,
+                message: format!(
+                    "ingress {} has no address; {}",
+                    ing.name,
+                    no_address_cause(ing)
                 ),
             };
-            return waiting(
-                INGRESS_NO_ADDRESS,
-                format!("ingress {} has no address; {cause}", ing.name),
-            );
         }
         endpoint.get_or_insert_with(|| format!("http://{}/", ing.host));
     }
     Activation::Active {
         endpoint: endpoint.unwrap_or_default(),
+    }
+}
+
+/// Why an Ingress has no address, as far as the caches tell.
+fn no_address_cause(ing: &IngressFacts) -> String {
+    match (&ing.class, &ing.gateway_trouble) {
+        (None, _) => format!(
+            "ingress class {} does not exist (no controller serves it)",
+            ing.class_name
+        ),
+        // The founding incident's cause, said (docs/incidents.md #1).
+        (Some(_), Some(trouble)) => format!(
+            "ingress class {} has no running controller: {trouble}",
+            ing.class_name
+        ),
+        (Some(class), None) => format!(
+            "ingress class {} (controller {}) has not given it an address: is that controller running?",
+            ing.class_name,
+            class
+                .spec
+                .as_ref()
+                .and_then(|s| s.controller.clone())
+                .unwrap_or_default()
+        ),
     }
 }
 

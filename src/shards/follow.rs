@@ -166,61 +166,19 @@ async fn plan_loop(
         reflector::reflector(writer, watcher(api.clone(), config).default_backoff())
             .touched_objects()
     );
-    let mut seen = Seen::default();
-    let mut planned = None;
-    let mut refused_beside = std::collections::BTreeSet::new();
+    let mut planner = Planner::default();
     // Plan only from a listed view: an empty one would want every shard.
     tokio::select! {
         _ = store.wait_until_ready() => {}
         _ = events.by_ref().for_each(|_| std::future::ready(())) => return,
     }
     loop {
-        let (view, stale) = view_of(
-            &store.state(),
-            &mut seen,
-            names,
-            intents.len() as u32,
-            &base.identity,
-            base.duration,
-            Instant::now(),
-        );
-        let others = other_counts(
-            &store.state(),
-            &mut seen,
-            names,
-            intents.len() as u32,
-            &base.identity,
-            base.duration,
-            Instant::now(),
-        );
-        // Another count maps namespaces to shards another way: acting beside
-        // it, two replicas would act for one namespace. Nothing is wanted
-        // until every live replica has this count.
-        let wanted = if others.is_empty() {
-            kura_core::shard::plan(&view, &base.identity)
-        } else {
-            Default::default()
-        };
-        if others != refused_beside {
-            if !others.is_empty() {
-                tracing::error!(shards = intents.len(), others = ?others, lease = %names.base, "replicas with another --shards are live on these Leases: acting for no shard until they are gone; run every replica with one count");
-            }
-            refused_beside = others.clone();
-        }
-        if planned.as_ref() != Some(&wanted) {
-            tracing::info!(identity = %base.identity, members = ?view.members, wanted = ?wanted, "shards planned");
-            planned = Some(wanted.clone());
-        }
-        for (i, intent) in intents.iter().enumerate() {
-            intent.send_if_modified(|w| {
-                std::mem::replace(w, wanted.contains(&(i as u32))) != wanted.contains(&(i as u32))
-            });
-        }
+        let stale = planner.plan(&store.state(), names, base, &intents);
         delete_stale(&api, &store, stale).await;
         let holds = states.iter().any(|s| s.borrow().leading);
         // Healthy while this replica can renew its membership (`/readyz`)
         // and is not refusing to act beside another count.
-        let healthy = membership.borrow().healthy && refused_beside.is_empty();
+        let healthy = membership.borrow().healthy && planner.refused_beside.is_empty();
         leader.send_if_modified(|s| {
             let now = LeaderState {
                 leading: holds,
@@ -234,6 +192,71 @@ async fn plan_loop(
             _ = changed => {}
             _ = tokio::time::sleep(base.retry_period()) => {}
         }
+    }
+}
+
+/// What the planning remembers between rounds.
+#[derive(Default)]
+struct Planner {
+    seen: Seen,
+    planned: Option<std::collections::BTreeSet<u32>>,
+    /// The other shard counts this replica refuses to act beside.
+    refused_beside: std::collections::BTreeSet<u32>,
+}
+
+impl Planner {
+    /// Plans from the Leases as listed and tells each shard's intent whether
+    /// it is wanted; returns the stale member Leases to delete.
+    fn plan(
+        &mut self,
+        leases: &[std::sync::Arc<Lease>],
+        names: &Names,
+        base: &LeaseSettings,
+        intents: &[watch::Sender<bool>],
+    ) -> Vec<String> {
+        let count = intents.len() as u32;
+        let (view, stale) = view_of(
+            leases,
+            &mut self.seen,
+            names,
+            count,
+            &base.identity,
+            base.duration,
+            Instant::now(),
+        );
+        let others = other_counts(
+            leases,
+            &mut self.seen,
+            names,
+            count,
+            &base.identity,
+            base.duration,
+            Instant::now(),
+        );
+        // Another count maps namespaces to shards another way: acting beside
+        // it, two replicas would act for one namespace. Nothing is wanted
+        // until every live replica has this count.
+        let wanted = if others.is_empty() {
+            kura_core::shard::plan(&view, &base.identity)
+        } else {
+            Default::default()
+        };
+        if others != self.refused_beside {
+            if !others.is_empty() {
+                tracing::error!(shards = count, others = ?others, lease = %names.base, "replicas with another --shards are live on these Leases: acting for no shard until they are gone; run every replica with one count");
+            }
+            self.refused_beside = others;
+        }
+        if self.planned.as_ref() != Some(&wanted) {
+            tracing::info!(identity = %base.identity, members = ?view.members, wanted = ?wanted, "shards planned");
+            self.planned = Some(wanted.clone());
+        }
+        for (i, intent) in intents.iter().enumerate() {
+            intent.send_if_modified(|w| {
+                std::mem::replace(w, wanted.contains(&(i as u32))) != wanted.contains(&(i as u32))
+            });
+        }
+        stale
     }
 }
 

@@ -87,32 +87,7 @@ fn outcome_conditions(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i:
         | Outcome::Paused
         | Outcome::NameConflict(_)
         | Outcome::HostConflict(_) => nothing_applied(s, fresh, i),
-        Outcome::ChildTerminating(objects) => {
-            // Not a failure: the deletion goes on, and the objects are
-            // created again once it is done. The workload may still serve.
-            s.phase = Some(Phase::Applying);
-            let msg = terminating_message(objects);
-            fresh.push(c(VALID, ConditionStatus::True, "Valid", String::new()));
-            fresh.push(c(
-                READY,
-                ConditionStatus::False,
-                "ChildTerminating",
-                msg.clone(),
-            ));
-            fresh.push(c(
-                RECONCILING,
-                ConditionStatus::True,
-                "ChildTerminating",
-                msg,
-            ));
-            fresh.push(c(
-                STALLED,
-                ConditionStatus::False,
-                "ChildTerminating",
-                String::new(),
-            ));
-            fresh.extend(conditions::find(&prev.conditions, ACTIVE).cloned());
-        }
+        Outcome::ChildTerminating(objects) => child_terminating(s, fresh, i, objects),
         Outcome::ApplyFailed {
             failure, streak, ..
         } => {
@@ -158,6 +133,41 @@ fn outcome_conditions(s: &mut KuraInstanceStatus, fresh: &mut Vec<Condition>, i:
             activation_conditions(s, fresh, i, &c);
         }
     }
+}
+
+/// A child being deleted: not a failure. The deletion goes on, and the
+/// objects are created again once it is done; the workload may still serve.
+fn child_terminating(
+    s: &mut KuraInstanceStatus,
+    fresh: &mut Vec<Condition>,
+    i: &StatusInputs,
+    objects: &[String],
+) {
+    let prev = &i.observed.status;
+    let c =
+        |t: &str, st: ConditionStatus, reason: &str, msg: String| condition(t, st, reason, msg, i);
+    s.phase = Some(Phase::Applying);
+    let msg = terminating_message(objects);
+    fresh.push(c(VALID, ConditionStatus::True, "Valid", String::new()));
+    fresh.push(c(
+        READY,
+        ConditionStatus::False,
+        "ChildTerminating",
+        msg.clone(),
+    ));
+    fresh.push(c(
+        RECONCILING,
+        ConditionStatus::True,
+        "ChildTerminating",
+        msg,
+    ));
+    fresh.push(c(
+        STALLED,
+        ConditionStatus::False,
+        "ChildTerminating",
+        String::new(),
+    ));
+    fresh.extend(conditions::find(&prev.conditions, ACTIVE).cloned());
 }
 
 /// Invalid input, a pause, a name or a host conflict: nothing is applied or
