@@ -262,10 +262,33 @@ impl Harness {
         };
         (!as_predicted).then(|| {
             format!(
-                "the writes were not what diff predicted:\n    predicted: {:?}\n    written:   {wrote:?}",
-                self.predicted
+                "the writes were not what diff predicted:\n    predicted: {:?}\n    written:   {wrote:?}\n{}",
+                self.predicted,
+                self.writes_of_differing(&wrote)
             )
         })
+    }
+
+    /// The audit log's writes of the objects whose writes differ from the
+    /// prediction, each with when it was received and by which replica (the
+    /// proxy records `a`'s): what a failure needs to be understood.
+    fn writes_of_differing(&self, wrote: &Writes) -> String {
+        let audit = self.plane.state.join("audit.log");
+        let by_a = self.proxy.writes_since(self.since);
+        let differing = |object: &String| self.predicted.get(object) != wrote.get(object);
+        let mut out = String::new();
+        for w in audited_writes(&audit, self.since, &self.scope) {
+            if !differing(&w.object) {
+                continue;
+            }
+            let mine = by_a.iter().any(|p| {
+                p.path == w.uri
+                    && w.at.duration_since(p.at).abs() < jiff::SignedDuration::from_secs(2)
+            });
+            let who = if mine { 'a' } else { 'b' };
+            out += &format!("    {} {} {} by {who}: {}\n", w.at, w.action, w.object, w.uri);
+        }
+        out
     }
 
     /// Objects of the fleet written by both replicas in this step with
