@@ -34,7 +34,7 @@ use self::status::{Outcome, StatusInputs};
 use crate::context::Context;
 use crate::memory::Recall;
 use crate::reconcile::apply::{self};
-use crate::reconcile::{events, status as shared_status};
+use crate::reconcile::{events, name_wait, status as shared_status};
 use kura_core::api::{KuraGateway, KuraGatewayStatus};
 use kura_core::judge::Effect;
 use kura_core::judge::gateway::GatewayDecision;
@@ -285,7 +285,21 @@ fn wrote_nothing(ctx: &Context, decision: &GatewayDecision, now: Timestamp) -> (
         (Plan::NameConflict(conflicts), _) => {
             (Outcome::NameConflict(conflicts.clone()), ctx.resync)
         }
-        (Plan::Backoff { at } | Plan::Stalled { at }, _) => (Outcome::Waiting, until(*at, now)),
+        (Plan::Backoff { at }, _) => (Outcome::Waiting, until(*at, now)),
+        // A name conflict's stall ends when its names are free, which a pass
+        // at each resync finds (`reconcile::name_wait`); any other's with its window.
+        (Plan::Stalled { at }, _) => {
+            let wait = until(*at, now);
+            let by_a_name = name_wait::stalled_by_a_name(&decision.observed.status.conditions);
+            (
+                Outcome::Waiting,
+                if by_a_name {
+                    wait.min(ctx.resync)
+                } else {
+                    wait
+                },
+            )
+        }
         (Plan::ConflictHold { at, managers }, _) => (
             Outcome::ConflictHold {
                 managers: managers.clone(),
@@ -417,8 +431,10 @@ async fn rollout(
         }
         Err(failure) => {
             let delay = match failure.class {
-                // Retried when the other object changes or goes.
-                FailureClass::NameConflict => ctx.resync,
+                // Stalled at once, as an instance is; looked at again every
+                // resync, since the stall ends when the names are free
+                // (`reconcile::name_wait`).
+                FailureClass::NameConflict => ctx.resync.min(ctx.policy.stall_window()),
                 _ => {
                     let failures = plan::failures_for(&observed.status, key).saturating_add(1);
                     ctx.policy.wait_after(failures).0

@@ -7,6 +7,7 @@
 use jiff::Timestamp;
 
 use super::{collect, observe};
+use crate::reconcile::name_wait;
 use crate::stores::Stores;
 use kura_core::api::{KuraGateway, KuraGatewayStatus};
 use kura_core::config::OperatorConfig;
@@ -34,7 +35,23 @@ pub struct Inputs<'a> {
 /// Reads the snapshot of `i.gw`.
 pub fn read(i: &Inputs) -> GatewaySnapshot {
     let rendered = prepare(i.gw, i.roles);
-    let observed = observe::observe(i.gw, i.status.clone(), rendered.as_ref().ok(), i.stores);
+    let mut observed = observe::observe(i.gw, i.status.clone(), rendered.as_ref().ok(), i.stores);
+    let asker = name_wait::Asker {
+        uid: i.gw.metadata.uid.as_deref().unwrap_or_default(),
+        name: i.gw.metadata.name.as_deref().unwrap_or_default(),
+    };
+    if let Ok(desired) = &rendered
+        && name_wait::stall_over(
+            &observed.status.conditions,
+            desired,
+            &observed.children,
+            &i.stores.foreign,
+            &asker,
+        )
+    {
+        // The names a name conflict stalled on are free again: try again.
+        observed.status.retry = None;
+    }
     let user = match &i.live_user {
         Some(live) => live.clone(),
         None => collect::cached_user(i.gw, i.stores, i.config),

@@ -161,7 +161,10 @@ fn wrote_nothing(
             ctx.resync.min(TERMINATING_RECHECK),
         ),
         Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(*at, now)),
-        Plan::Stalled { at } => (Outcome::Waiting { stalled: true }, until(*at, now)),
+        Plan::Stalled { at } => (
+            Outcome::Waiting { stalled: true },
+            stalled_recheck(ctx, decision, *at, now),
+        ),
         Plan::ConflictHold { at, managers } => (
             Outcome::ConflictHold {
                 managers: managers.clone(),
@@ -177,6 +180,17 @@ fn wrote_nothing(
         Plan::Admit | Plan::Apply { .. } => {
             unreachable!("an admission or an apply is carried out by its effects")
         }
+    }
+}
+
+/// A stall ends when its window does; a name conflict's also when its names
+/// are free again, which a pass at each resync finds (`name_wait`).
+fn stalled_recheck(ctx: &Context, decision: &Decision, at: Timestamp, now: Timestamp) -> Duration {
+    let wait = until(at, now);
+    if super::name_wait::stalled_by_a_name(&decision.observed.status.conditions) {
+        wait.min(ctx.resync)
+    } else {
+        wait
     }
 }
 

@@ -14,6 +14,7 @@ pub mod budget;
 pub mod endpoint_check;
 pub mod events;
 pub mod execute;
+pub mod name_wait;
 pub mod observe;
 /// The instance's state machine, pure (in `kura-core`).
 pub mod probe;

@@ -69,7 +69,11 @@ pub async fn rollout(
             }
             Err(failure) => {
                 let delay = match failure.class {
-                    kura_core::outcome::FailureClass::NameConflict => ctx.policy.stall_window(),
+                    // Stalled at once; looked at again every resync, since
+                    // the stall ends when the names are free (`name_wait`).
+                    kura_core::outcome::FailureClass::NameConflict => {
+                        ctx.resync.min(ctx.policy.stall_window())
+                    }
                     _ => budgeted_delay(ctx, observed, key),
                 };
                 let outcome = Outcome::ApplyFailed {

@@ -9,7 +9,7 @@
 use jiff::Timestamp;
 
 use crate::memory::Memory;
-use crate::reconcile::{budget, observe};
+use crate::reconcile::{budget, name_wait, observe};
 use crate::stores::Stores;
 use kura_core::api::{KuraInstance, KuraInstanceStatus};
 use kura_core::config::OperatorConfig;
@@ -42,7 +42,23 @@ pub fn read(i: &Inputs) -> InstanceSnapshot {
     let live_claim = i.stores.live_claim(namespace, name);
     let rendered = prepare(i.instance, i.config, live_claim.as_ref());
     let desired = rendered.as_ref().ok().map(|r| &r.desired);
-    let observed = observe::observe(i.instance, i.status.clone(), desired, i.stores);
+    let mut observed = observe::observe(i.instance, i.status.clone(), desired, i.stores);
+    let asker = name_wait::Asker {
+        uid: i.instance.metadata.uid.as_deref().unwrap_or_default(),
+        name,
+    };
+    if let Some(desired) = desired
+        && name_wait::stall_over(
+            &observed.status.conditions,
+            desired,
+            &observed.children,
+            &i.stores.foreign,
+            &asker,
+        )
+    {
+        // The names a name conflict stalled on are free again: try again.
+        observed.status.retry = None;
+    }
     let paused = kura_core::window::paused(&i.instance.spec, i.now);
     let (hosts, budget) = match desired {
         // Invalid input asks for no host and takes no slot.

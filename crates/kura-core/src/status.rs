@@ -11,6 +11,7 @@ use crate::api::{
     Condition, ConditionStatus, GatewayStatus, KuraGatewayStatus, KuraInstanceStatus, Phase,
     RetryStatus,
 };
+use crate::keys::ANNOTATION_ADOPT;
 use crate::outcome::{Activation, Failure, FailureClass, Outcome, Stage, TransientStreak};
 use crate::plan::{Observed, RetryPolicy, conflict, failures_for, inputs_key};
 use crate::render::{Desired, hash::short};
@@ -408,10 +409,17 @@ fn report_failure(
     });
     if failures >= i64::from(i.policy.budget) {
         s.phase = Some(Phase::Stalled);
-        let msg = format!(
-            "{failures} attempts failed; next attempt in {}s (or at once on a change of spec, configuration or kura.dev/reapply-at); last error: {error}",
-            i.policy.stall_window().as_secs()
-        );
+        let msg = if failure.class == FailureClass::NameConflict {
+            format!(
+                "next attempt once those objects are deleted or handed over (annotated {ANNOTATION_ADOPT}), within a resync; in {}s at the latest, or at once on a change of spec, configuration or kura.dev/reapply-at; {error}",
+                i.policy.stall_window().as_secs()
+            )
+        } else {
+            format!(
+                "{failures} attempts failed; next attempt in {}s (or at once on a change of spec, configuration or kura.dev/reapply-at); last error: {error}",
+                i.policy.stall_window().as_secs()
+            )
+        };
         fresh.push(c(STALLED, True, reason, msg));
         fresh.push(c(RECONCILING, False, "RetryBudgetExhausted", String::new()));
     } else {

@@ -1,7 +1,8 @@
 //! The operator creates, then owns; it never takes over what it did not
 //! create. Objects that already carry the names an instance renders are left
 //! exactly as they are, reported, and survive the instance; handing one over
-//! is a deliberate act (`kura.dev/adopt`).
+//! is a deliberate act (`kura.dev/adopt`). A name conflict's stall ends as
+//! soon as the objects are gone or handed over.
 
 use std::time::Duration;
 
@@ -208,8 +209,9 @@ async fn an_object_is_taken_over_only_when_handed_over_with_the_adopt_annotation
         )
         .await
         .unwrap();
-    // Handing over is acted on at the next attempt: after the stall window,
-    // or at once with a force token.
+    // Handing over is acted on at the next attempt: at the next resync,
+    // where the names are found free (`reconcile::name_wait`), or at once
+    // with a force token.
     let force = json!({"metadata": {"annotations": {"kura.dev/reapply-at": "handed-over"}}});
     instances
         .patch("foo", &PatchParams::default(), &Patch::Merge(&force))
@@ -225,6 +227,69 @@ async fn an_object_is_taken_over_only_when_handed_over_with_the_adopt_annotation
         "the handed-over ConfigMap is the instance's now: {owner:?}"
     );
     assert!(cm.data.unwrap().contains_key("kura.json"));
+    drop(op);
+    delete_shared_class(&classes, &ns).await;
+}
+
+/// A name conflict stalls at once (retrying cannot help while the objects are
+/// there), and the stall ends as soon as they are gone: the pass at the next
+/// resync finds the names free (the watch of unlabelled names) and tries
+/// again, with no force token and well before the stall window (10 minutes
+/// here) ends.
+#[tokio::test]
+async fn a_name_conflicts_stall_ends_once_the_objects_are_gone() {
+    let ns = TestNamespace::new("names-freed").await;
+    let classes = shared_class(&ns).await;
+    users_objects(&ns).await;
+    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let instances: Api<KuraInstance> = ns.api();
+    apply_json(
+        &instances,
+        "test",
+        instance("foo", "registry.example/kura:1.0.0"),
+    )
+    .await
+    .unwrap();
+    wait_for("the name conflict's stall", T, || async {
+        let s = instances.get("foo").await.ok()?.status?;
+        s.conditions
+            .iter()
+            .any(|c| {
+                c.type_ == "Stalled"
+                    && c.status == ConditionStatus::True
+                    && c.reason == "NameConflict"
+            })
+            .then_some(())
+    })
+    .await;
+    let gone = DeleteParams::default();
+    ns.api::<ServiceAccount>()
+        .delete("foo", &gone)
+        .await
+        .unwrap();
+    ns.api::<ConfigMap>()
+        .delete("foo-config", &gone)
+        .await
+        .unwrap();
+    ns.api::<Service>().delete("foo", &gone).await.unwrap();
+    let uid = instances.get("foo").await.unwrap().metadata.uid.unwrap();
+    wait_for("the instance's own ConfigMap", T, || async {
+        let cm = ns.api::<ConfigMap>().get_opt("foo-config").await.ok()??;
+        cm.metadata
+            .owner_references?
+            .iter()
+            .any(|r| r.uid == uid)
+            .then_some(())
+    })
+    .await;
+    wait_for("the stall to be over", T, || async {
+        let s = instances.get("foo").await.ok()?.status?;
+        (!s.conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.status == ConditionStatus::True))
+        .then_some(())
+    })
+    .await;
     drop(op);
     delete_shared_class(&classes, &ns).await;
 }

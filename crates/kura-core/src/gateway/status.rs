@@ -222,7 +222,13 @@ fn apply_failed(s: &mut KuraGatewayStatus, i: &StatusInputs, failure: &Failure) 
         return fresh;
     }
     let key = inputs_key(i.desired.map_or("", |d| d.revision.as_str()), None);
-    let failures = failures_for(&i.observed.status, &key).saturating_add(1);
+    let mut failures = failures_for(&i.observed.status, &key).saturating_add(1);
+    if failure.class == FailureClass::NameConflict {
+        // As an instance's: retrying cannot help until someone acts on the
+        // other object, so it stalls at once (until its names are free, the
+        // stall window ends, or the input changes).
+        failures = failures.max(i64::from(i.policy.budget));
+    }
     s.retry = Some(RetryStatus {
         failures,
         inputs_key: key,

@@ -138,6 +138,33 @@ fn a_rejected_apply_counts_against_the_budget_and_a_name_conflict_stalls() {
     assert_eq!(events[0].reason, "NameConflict");
 }
 
+/// An apply refused for a name someone else's object holds stalls at once,
+/// for a gateway as for an instance (`outcome_tables`): retrying cannot help
+/// until someone acts on the other object.
+#[test]
+fn a_name_conflict_at_apply_stalls_at_once_as_an_instances_does() {
+    let d = desired();
+    let failure = Failure {
+        stage: Stage::Apply,
+        class: FailureClass::NameConflict,
+        object: "RoleBinding ns/gw-acme".into(),
+        verb: "create",
+        code: Some(409),
+        message: "RoleBinding ns/gw-acme exists and is not this gateway's".into(),
+    };
+    let outcome = Outcome::ApplyFailed {
+        reasons: vec![],
+        failure,
+    };
+    let s = compute_for(&Observed::default(), &d, &outcome, Some("i"));
+    assert_eq!(
+        s.retry.as_ref().unwrap().failures,
+        i64::from(RetryPolicy::default().budget)
+    );
+    assert_eq!(cond(&s, STALLED).status, ConditionStatus::True);
+    assert_eq!(cond(&s, STALLED).reason, "NameConflict");
+}
+
 #[test]
 fn a_move_to_the_gateways_field_manager_is_on_record() {
     let d = desired();

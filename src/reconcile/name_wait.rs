@@ -1,0 +1,85 @@
+//! The end of a name conflict's stall. A name conflict found at apply time
+//! (an object someone else made holds a name the operator creates, and the
+//! caches, which hold only labelled objects, did not show it) stalls an
+//! instance or a gateway at once: retrying cannot help until someone acts on
+//! that object. Waiting out the stall window (ten minutes by default) after
+//! they did is no help either, so a pass (at the resync, or woken by any
+//! event) whose view of the names says every one it would create is free
+//! again (the objects deleted, relabelled, or handed over with
+//! `kura.dev/adopt`) takes the stall as over and tries again, once: if a
+//! name is taken again, the apply finds it and stalls anew. The same for
+//! both kinds.
+//!
+//! Status is anyone's to write: a forged Stalled condition gains its writer
+//! one attempt at most, which a change of spec would have given too.
+
+use std::collections::BTreeMap;
+
+use super::observe::owner;
+use crate::stores::foreign::{ForeignNames, Lookup};
+use kura_core::api::conditions::{STALLED, find};
+use kura_core::api::{Condition, ConditionStatus};
+use kura_core::plan::{LiveChild, Owner};
+use kura_core::render::{Desired, ObjectId};
+
+/// The reason of the Stalled condition of a name conflict found at apply.
+const NAME_CONFLICT: &str = "NameConflict";
+
+/// Whose names are asked about: the instance's or gateway's uid and name.
+pub struct Asker<'a> {
+    pub uid: &'a str,
+    pub name: &'a str,
+}
+
+/// Whether a name conflict's stall (`conditions`) is over: every object of
+/// `desired` the caches do not show (those an apply would create) has a
+/// name no one else's object holds now, as far as `names` knows. A kind
+/// whose names have not listed yet is not known to be free.
+pub fn stall_over(
+    conditions: &[Condition],
+    desired: &Desired,
+    children: &BTreeMap<ObjectId, LiveChild>,
+    names: &ForeignNames,
+    asker: &Asker,
+) -> bool {
+    if !stalled_by_a_name(conditions) {
+        return false;
+    }
+    let mut to_create = desired
+        .objects
+        .iter()
+        .map(|o| &o.id)
+        .filter(|id| !children.contains_key(id))
+        .peekable();
+    // Nothing to create: the conflict is not one of names (or not seen yet).
+    to_create.peek().is_some() && to_create.all(|id| free_for(id, names, asker))
+}
+
+/// Whether the Stalled condition is a name conflict's: then the stall is
+/// looked at again every resync (its end is in the caches, `stall_over`),
+/// not only when the stall window ends.
+pub fn stalled_by_a_name(conditions: &[Condition]) -> bool {
+    find(conditions, STALLED)
+        .is_some_and(|c| c.status == ConditionStatus::True && c.reason == NAME_CONFLICT)
+}
+
+fn free_for(id: &ObjectId, names: &ForeignNames, asker: &Asker) -> bool {
+    // The caches hold every object of such a kind, labelled or not: one they
+    // do not show is not there.
+    if !id.kind.cached_by_label() {
+        return true;
+    }
+    match names.lookup(id) {
+        Lookup::Free => true,
+        Lookup::Unknown => false,
+        // Handed over (`kura.dev/adopt`), or its own after all.
+        Lookup::Held(meta) => matches!(
+            owner(&meta, id.kind, asker.uid, asker.name),
+            Owner::Ours | Owner::Adopt
+        ),
+    }
+}
+
+#[cfg(test)]
+#[path = "name_wait_tests.rs"]
+mod tests;
