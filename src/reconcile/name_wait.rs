@@ -81,5 +81,4 @@ fn free_for(id: &ObjectId, names: &ForeignNames, asker: &Asker) -> bool {
 }
 
 #[cfg(test)]
-#[path = "name_wait_tests.rs"]
 mod tests;

@@ -159,5 +159,4 @@ fn id_of<K: Lookup<DynamicType = ()>>(kind: ChildKind, object: &K) -> ObjectId {
 }
 
 #[cfg(test)]
-#[path = "unseen_tests.rs"]
 mod tests;

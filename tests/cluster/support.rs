@@ -310,7 +310,29 @@ pub fn audit_log() -> PathBuf {
 /// rotated it into (`audit-<time>.log` beside it, oldest first): a long
 /// suite writes more than one file's worth (`--audit-log-maxsize`), and a
 /// test's window can straddle a rotation.
+///
+/// A rotation while the files are read (the log renamed to its backup's
+/// name, a new one opened) would lose what the renamed file held: the
+/// backups are listed again after reading, and everything is read again
+/// if they changed (seen: a test's window read as empty, 0 writes, in the
+/// moment the apiserver rotated a 200 MB log).
 pub fn audit_text(path: &std::path::Path) -> String {
+    let mut rotated = audit_backups(path);
+    loop {
+        let mut text = String::new();
+        for file in rotated.iter().chain([&path.to_path_buf()]) {
+            text.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+        }
+        let after = audit_backups(path);
+        if after == rotated {
+            return text;
+        }
+        rotated = after;
+    }
+}
+
+/// The backups the apiserver rotated the audit log at `path` into, oldest first.
+fn audit_backups(path: &std::path::Path) -> Vec<PathBuf> {
     let dir = path.parent().expect("the audit log's directory");
     let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
@@ -324,11 +346,7 @@ pub fn audit_text(path: &std::path::Path) -> String {
         .collect();
     // Their names carry the time of the rotation.
     rotated.sort();
-    let mut text = String::new();
-    for file in rotated.iter().chain([&path.to_path_buf()]) {
-        text.push_str(&std::fs::read_to_string(file).unwrap_or_default());
-    }
-    text
+    rotated
 }
 
 pub fn mutations_since(namespace: &str, since: &str) -> Vec<String> {

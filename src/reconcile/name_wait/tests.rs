@@ -18,10 +18,10 @@ type Meta = PartialObjectMeta<ConfigMap>;
 /// The example acme-eu as the operator renders it.
 fn desired() -> Desired {
     let config =
-        kura_core::config::OperatorConfig::parse(include_str!("../../examples/config.yaml"))
+        kura_core::config::OperatorConfig::parse(include_str!("../../../examples/config.yaml"))
             .unwrap();
     let instance: KuraInstance = serde_yaml::from_str(
-        include_str!("../../examples/instances.yaml")
+        include_str!("../../../examples/instances.yaml")
             .split("\n---\n")
             .next()
             .unwrap(),
