@@ -205,6 +205,9 @@ async fn run(
     // (`Context::wake`) and instances a freed host concerns (claims).
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let caches = Caches::start(&args, &client, &gate, &probes, wake_tx.clone()).await;
+    // Instances a name conflict stalled, woken when a name they wait for changes.
+    let stores = &caches.streams.stores;
+    stores.foreign.wake_through(Some(wake_tx.clone()), None);
     let (leader_tx, leader_rx) = leader_channel(&args, &probes.metrics);
     let ledgers = (shards.count() > 1).then(|| {
         let lease = lease_settings(&args, fence.clone());
@@ -611,11 +614,14 @@ fn controllers(
     stop: tokio::sync::watch::Receiver<bool>,
     released: tokio::sync::oneshot::Sender<()>,
 ) -> impl std::future::Future<Output = ()> {
+    // Gateways a name conflict stalled, woken when a name they wait for changes.
+    let (gateway_wake_tx, gateway_wake) = tokio::sync::mpsc::unbounded_channel();
+    ctx.stores.foreign.wake_through(None, Some(gateway_wake_tx));
     let gateways = crate::controller::gateway::gateway_controller(
         gateway_streams,
         args.namespace.clone(),
         ctx.clone(),
-        ctx.shards.acquired(),
+        (ctx.shards.acquired(), gateway_wake),
         stopped(stop.clone()),
     );
     let instances = crate::controller::instance::instance_controller(

@@ -180,7 +180,10 @@ pub fn gateway_controller(
     streams: GatewayStreams,
     namespace: Option<String>,
     ctx: Arc<Context>,
-    leading: impl Stream<Item = ()> + Send + 'static,
+    (leading, wake): (
+        impl Stream<Item = ()> + Send + 'static,
+        tokio::sync::mpsc::UnboundedReceiver<ObjectRef<KuraGateway>>,
+    ),
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let gateways = streams
@@ -224,6 +227,10 @@ pub fn gateway_controller(
             q.mapped(|p: Pod| gateway_of_pod(&p).into_iter().collect()),
         )
         .reconcile_all_on(q.all(leading, ctx.stores.gateways.clone()))
+        // Those a name conflict stalled, when a name they wait for changes.
+        .reconcile_on(q.refs(futures::stream::unfold(wake, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        })))
         .graceful_shutdown_on(shutdown)
         .run(reconcile_if_leading, error_policy, ctx.clone())
         .for_each(move |result| {

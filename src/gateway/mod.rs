@@ -431,10 +431,14 @@ async fn rollout(
         }
         Err(failure) => {
             let delay = match failure.class {
-                // Stalled at once, as an instance is; looked at again every
-                // resync, since the stall ends when the names are free
+                // Stalled at once, as an instance is, until its names are
+                // free: woken when they change, and looked at every resync
                 // (`reconcile::name_wait`).
-                FailureClass::NameConflict => ctx.resync.min(ctx.policy.stall_window()),
+                FailureClass::NameConflict => {
+                    let waiter = name_wait::gateway_waiter(gw);
+                    name_wait::wait_for_names(&ctx.stores, desired, &observed.children, &waiter);
+                    ctx.resync.min(ctx.policy.stall_window())
+                }
                 _ => {
                     let failures = plan::failures_for(&observed.status, key).saturating_add(1);
                     ctx.policy.wait_after(failures).0

@@ -10,15 +10,21 @@
 //! name is taken again, the apply finds it and stalls anew. The same for
 //! both kinds.
 //!
+//! The names' watch wakes the waiter as soon as one of the names it found
+//! held changes (`stores::foreign`); every resync looks too.
+//!
 //! Status is anyone's to write: a forged Stalled condition gains its writer
 //! one attempt at most, which a change of spec would have given too.
 
 use std::collections::BTreeMap;
 
+use kube::runtime::reflector::ObjectRef;
+
 use super::observe::owner;
-use crate::stores::foreign::{ForeignNames, Lookup};
+use crate::stores::Stores;
+use crate::stores::foreign::{ForeignNames, Lookup, Waiter};
 use kura_core::api::conditions::{STALLED, find};
-use kura_core::api::{Condition, ConditionStatus};
+use kura_core::api::{Condition, ConditionStatus, KuraGateway, KuraInstance};
 use kura_core::plan::{LiveChild, Owner};
 use kura_core::render::{Desired, ObjectId};
 
@@ -53,6 +59,33 @@ pub fn stall_over(
         .peekable();
     // Nothing to create: the conflict is not one of names (or not seen yet).
     to_create.peek().is_some() && to_create.all(|id| free_for(id, names, asker))
+}
+
+/// `waiter` waits for the names of `desired` the caches do not show (those
+/// its apply creates, one of which it found held): woken when one of them
+/// changes (`stores::foreign`).
+pub fn wait_for_names(
+    stores: &Stores,
+    desired: &Desired,
+    children: &BTreeMap<ObjectId, LiveChild>,
+    waiter: &Waiter,
+) {
+    let to_create = desired
+        .objects
+        .iter()
+        .map(|o| o.id.clone())
+        .filter(|id| !children.contains_key(id) && id.kind.cached_by_label());
+    stores.foreign.wait_for(to_create, waiter);
+}
+
+/// The instance as a waiter for names.
+pub fn instance_waiter(instance: &KuraInstance) -> Waiter {
+    Waiter::Instance(ObjectRef::from_obj(instance))
+}
+
+/// The gateway as a waiter for names.
+pub fn gateway_waiter(gateway: &KuraGateway) -> Waiter {
+    Waiter::Gateway(ObjectRef::from_obj(gateway))
 }
 
 /// Whether the Stalled condition is a name conflict's: then the stall is

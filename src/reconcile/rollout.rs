@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::apply::{self, For};
 use super::prune::{self, PruneFor};
-use super::{ACTIVATION_RECHECK, Error};
+use super::{ACTIVATION_RECHECK, Error, name_wait};
 use crate::context::Context;
 use kura_core::api::{InventoryEntry, KuraInstance};
 use kura_core::outcome::Outcome;
@@ -69,9 +69,16 @@ pub async fn rollout(
             }
             Err(failure) => {
                 let delay = match failure.class {
-                    // Stalled at once; looked at again every resync, since
-                    // the stall ends when the names are free (`name_wait`).
+                    // Stalled at once, until its names are free: woken when
+                    // they change, and looked at every resync (`name_wait`).
                     kura_core::outcome::FailureClass::NameConflict => {
+                        let waiter = name_wait::instance_waiter(instance);
+                        name_wait::wait_for_names(
+                            &ctx.stores,
+                            desired,
+                            &observed.children,
+                            &waiter,
+                        );
                         ctx.resync.min(ctx.policy.stall_window())
                     }
                     _ => budgeted_delay(ctx, observed, key),

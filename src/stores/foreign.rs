@@ -11,11 +11,15 @@
 //! Until a kind has listed once, its names are unknown and are read instead.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use tokio::sync::mpsc::UnboundedSender;
+
+use kura_core::api::{KuraGateway, KuraInstance};
 
 use kura_core::keys::ANNOTATION_ADOPT;
 use kura_core::kind::ChildKind;
@@ -73,6 +77,25 @@ pub enum Lookup {
 #[derive(Debug, Default)]
 pub struct ForeignNames {
     inner: RwLock<Inner>,
+    /// Who waits for a name to be free (a name conflict's stall:
+    /// `reconcile::name_wait`), woken when its watch says the name changed
+    /// hands or was freed.
+    waiters: Mutex<Waiters>,
+}
+
+/// One who waits for a name: an instance or a gateway, woken through its
+/// controller's wake channel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Waiter {
+    Instance(ObjectRef<KuraInstance>),
+    Gateway(ObjectRef<KuraGateway>),
+}
+
+#[derive(Debug, Default)]
+struct Waiters {
+    by_name: HashMap<ObjectId, Vec<Waiter>>,
+    instances: Option<UnboundedSender<ObjectRef<KuraInstance>>>,
+    gateways: Option<UnboundedSender<ObjectRef<KuraGateway>>>,
 }
 
 #[derive(Debug, Default)]
@@ -108,9 +131,60 @@ impl ForeignNames {
         }
     }
 
+    /// Where to wake those who wait for a name (the controllers' wake channels).
+    pub fn wake_through(
+        &self,
+        instances: Option<UnboundedSender<ObjectRef<KuraInstance>>>,
+        gateways: Option<UnboundedSender<ObjectRef<KuraGateway>>>,
+    ) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if instances.is_some() {
+            waiters.instances = instances;
+        }
+        if gateways.is_some() {
+            waiters.gateways = gateways;
+        }
+    }
+
+    /// `waiter` waits for the names `ids` (those its apply found held): it is
+    /// woken once, the first time the watch says one of them was deleted or
+    /// changed (handed over, relabelled).
+    pub fn wait_for(&self, ids: impl IntoIterator<Item = ObjectId>, waiter: &Waiter) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            let list = waiters.by_name.entry(id).or_default();
+            if !list.contains(waiter) {
+                list.push(waiter.clone());
+            }
+        }
+    }
+
+    /// The name `id` was deleted or changed: its waiters are woken (each
+    /// decides from its caches whether the stall is over).
+    fn changed(&self, id: &ObjectId) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if waiters.by_name.is_empty() {
+            return;
+        }
+        let Some(woken) = waiters.by_name.remove(id) else {
+            return;
+        };
+        for waiter in woken {
+            // A controller that stopped no longer needs waking.
+            match (waiter, &waiters.instances, &waiters.gateways) {
+                (Waiter::Instance(r), Some(tx), _) => drop(tx.send(r)),
+                (Waiter::Gateway(r), _, Some(tx)) => drop(tx.send(r)),
+                _ => {}
+            }
+        }
+    }
+
     /// Applies one event of `kind`'s watch; true when it completed the first
     /// listing of every kind the index keeps.
     pub fn event<K: Resource>(&self, kind: ChildKind, event: &watcher::Event<K>) -> bool {
+        if let watcher::Event::Apply(o) | watcher::Event::Delete(o) = event {
+            self.changed(&id_of(kind, o.meta()));
+        }
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         match event {
             watcher::Event::Apply(o) => {
@@ -257,6 +331,42 @@ mod tests {
         assert_eq!(names.lookup(&id("b")), Lookup::Free);
         assert!(matches!(names.lookup(&id("c")), Lookup::Held(_)));
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn those_waiting_for_a_name_are_woken_once_when_it_is_deleted_or_changed() {
+        let names = ForeignNames::default();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        names.wake_through(Some(tx), None);
+        listed(&names, &[meta("a", json!({})), meta("b", json!({}))]);
+        let foo = ObjectRef::<KuraInstance>::new("foo").within("t");
+        names.wait_for([id("a")], &Waiter::Instance(foo.clone()));
+        // Another name changes: nobody is woken.
+        names.event(
+            ChildKind::Service,
+            &watcher::Event::Delete(meta("b", json!({}))),
+        );
+        assert!(rx.try_recv().is_err());
+        // Handed over (an annotation), then deleted: woken once.
+        let handed = meta("a", json!({"annotations": {ANNOTATION_ADOPT: "foo"}}));
+        names.event(ChildKind::Service, &watcher::Event::Apply(handed));
+        assert_eq!(rx.try_recv().unwrap(), foo);
+        names.event(
+            ChildKind::Service,
+            &watcher::Event::Delete(meta("a", json!({}))),
+        );
+        assert!(rx.try_recv().is_err(), "a waiter is woken once");
+        // A gateway waits alike, woken through its own controller's channel.
+        let (gtx, mut grx) = tokio::sync::mpsc::unbounded_channel();
+        names.wake_through(None, Some(gtx));
+        let gw = ObjectRef::<KuraGateway>::new("gw").within("t");
+        names.wait_for([id("c")], &Waiter::Gateway(gw.clone()));
+        names.event(
+            ChildKind::Service,
+            &watcher::Event::Delete(meta("c", json!({}))),
+        );
+        assert_eq!(grx.try_recv().unwrap(), gw);
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]

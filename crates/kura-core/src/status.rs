@@ -411,7 +411,7 @@ fn report_failure(
         s.phase = Some(Phase::Stalled);
         let msg = if failure.class == FailureClass::NameConflict {
             format!(
-                "next attempt once those objects are deleted or handed over (annotated {ANNOTATION_ADOPT}), within a resync; in {}s at the latest, or at once on a change of spec, configuration or kura.dev/reapply-at; {error}",
+                "next attempt as soon as those objects are deleted or handed over ({ANNOTATION_ADOPT}); in {}s at the latest, or at once on a change of spec, configuration or kura.dev/reapply-at; {error}",
                 i.policy.stall_window().as_secs()
             )
         } else {

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Service, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::operator::{Operator, config, delete_shared_class, instance, shared_class, wait_ready};
+use crate::operator::{
+    Operator, Options, config, delete_shared_class, instance, shared_class, wait_ready,
+};
 use crate::support::*;
 use kura_core::api::{ConditionStatus, KuraInstance};
 
@@ -232,16 +234,25 @@ async fn an_object_is_taken_over_only_when_handed_over_with_the_adopt_annotation
 }
 
 /// A name conflict stalls at once (retrying cannot help while the objects are
-/// there), and the stall ends as soon as they are gone: the pass at the next
-/// resync finds the names free (the watch of unlabelled names) and tries
-/// again, with no force token and well before the stall window (10 minutes
-/// here) ends.
+/// there), and the stall ends as soon as they are gone: the watch of
+/// unlabelled names wakes the instance, whose pass finds the names free and
+/// tries again, with no force token, long before the stall window and the
+/// resync (10 minutes each here, the defaults) end.
 #[tokio::test]
 async fn a_name_conflicts_stall_ends_once_the_objects_are_gone() {
     let ns = TestNamespace::new("names-freed").await;
     let classes = shared_class(&ns).await;
     users_objects(&ns).await;
-    let op = Operator::start(&ns.name, &config(&ns.name, "host", "example.com/none"));
+    let options = Options {
+        resync: Some("10m".into()),
+        ..Options::default()
+    };
+    let op = Operator::start_with(
+        &ns.name,
+        &config(&ns.name, "host", "example.com/none"),
+        &[],
+        options,
+    );
     let instances: Api<KuraInstance> = ns.api();
     apply_json(
         &instances,
