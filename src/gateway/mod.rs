@@ -432,12 +432,10 @@ async fn rollout(
         Err(failure) => {
             let delay = match failure.class {
                 // Stalled at once, as an instance is, until its names are
-                // free: woken when they change, and looked at every resync
-                // (`reconcile::name_wait`).
+                // free (`reconcile::name_wait`).
                 FailureClass::NameConflict => {
                     let waiter = name_wait::gateway_waiter(gw);
-                    name_wait::wait_for_names(&ctx.stores, desired, &observed.children, &waiter);
-                    ctx.resync.min(ctx.policy.stall_window())
+                    name_wait::stall_on_names(ctx, desired, &observed.children, &waiter)
                 }
                 _ => {
                     let failures = plan::failures_for(&observed.status, key).saturating_add(1);

@@ -78,6 +78,19 @@ pub fn wait_for_names(
     stores.foreign.wait_for(to_create, waiter);
 }
 
+/// An apply found a name held: `waiter` waits for its names
+/// ([`wait_for_names`]), stalled at once; the pass looks again after the
+/// returned wait (the resync, within the stall window) if nothing wakes it.
+pub fn stall_on_names(
+    ctx: &crate::context::Context,
+    desired: &Desired,
+    children: &BTreeMap<ObjectId, LiveChild>,
+    waiter: &Waiter,
+) -> std::time::Duration {
+    wait_for_names(&ctx.stores, desired, children, waiter);
+    ctx.resync.min(ctx.policy.stall_window())
+}
+
 /// The instance as a waiter for names.
 pub fn instance_waiter(instance: &KuraInstance) -> Waiter {
     Waiter::Instance(ObjectRef::from_obj(instance))

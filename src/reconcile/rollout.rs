@@ -68,27 +68,14 @@ pub async fn rollout(
                 return Ok((outcome, delay));
             }
             Err(failure) => {
-                let delay = match failure.class {
-                    // Stalled at once, until its names are free: woken when
-                    // they change, and looked at every resync (`name_wait`).
-                    kura_core::outcome::FailureClass::NameConflict => {
-                        let waiter = name_wait::instance_waiter(instance);
-                        name_wait::wait_for_names(
-                            &ctx.stores,
-                            desired,
-                            &observed.children,
-                            &waiter,
-                        );
-                        ctx.resync.min(ctx.policy.stall_window())
-                    }
-                    _ => budgeted_delay(ctx, observed, key),
-                };
-                let outcome = Outcome::ApplyFailed {
+                return Ok(rejected(
+                    ctx,
+                    instance,
+                    (observed, desired),
+                    key,
                     reasons,
                     failure,
-                    streak: None,
-                };
-                return Ok((outcome, delay));
+                ));
             }
         };
     ctx.memory.applied(instance, key);
@@ -122,6 +109,32 @@ pub async fn rollout(
         held,
     };
     Ok((outcome, delay))
+}
+
+/// An apply refused for good (not transient): the wait before the next
+/// attempt, by the retry budget, or (a name conflict) stalled until the names
+/// are free (`name_wait`).
+fn rejected(
+    ctx: &Context,
+    instance: &KuraInstance,
+    (observed, desired): (&Observed, &Desired),
+    key: &str,
+    reasons: Vec<ApplyReason>,
+    failure: kura_core::outcome::Failure,
+) -> (Outcome, Duration) {
+    let delay = match failure.class {
+        kura_core::outcome::FailureClass::NameConflict => {
+            let waiter = name_wait::instance_waiter(instance);
+            name_wait::stall_on_names(ctx, desired, &observed.children, &waiter)
+        }
+        _ => budgeted_delay(ctx, observed, key),
+    };
+    let outcome = Outcome::ApplyFailed {
+        reasons,
+        failure,
+        streak: None,
+    };
+    (outcome, delay)
 }
 
 /// Counts a transient failure; until the streak is old enough to report, the
