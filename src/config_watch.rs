@@ -31,6 +31,7 @@ use kube::runtime::events::{Event, EventType, Reporter};
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::Metrics;
+use kura_core::accepted::Accepted;
 use kura_core::config::{ConfigError, OperatorConfig};
 
 mod source;
@@ -126,7 +127,7 @@ pub struct Notice {
 }
 
 /// `state`: the source's state so far; `in_force`: the configuration in use.
-pub fn decide(
+pub fn next_step(
     source: &str,
     state: &FileState,
     reading: Reading,
@@ -292,7 +293,7 @@ pub const FILE_FALLBACK: Duration = Duration::from_secs(60);
 pub fn follow(
     source: Source,
     initial_text: String,
-    tx: watch::Sender<Arc<OperatorConfig>>,
+    tx: watch::Sender<Arc<Accepted>>,
     report: Report,
 ) -> (impl Stream<Item = ()>, watch::Receiver<FileState>) {
     let (changed_tx, changed_rx) = mpsc::channel(1);
@@ -308,11 +309,11 @@ pub fn follow(
             last = read.ok();
             let step = {
                 let in_force = tx.borrow();
-                decide(&shown, &state_tx.borrow(), reading, &in_force)
+                next_step(&shown, &state_tx.borrow(), reading, &in_force)
             };
             report_step(&shown, &step, &report);
             if let Some(config) = step.apply {
-                tx.send_replace(Arc::new(config));
+                tx.send_replace(Arc::new(Accepted::new(config)));
                 let _ = changed_tx.try_send(());
             }
             state_tx.send_if_modified(|s| {
@@ -426,7 +427,7 @@ mod tests {
 
     #[test]
     fn an_invalid_file_is_reported_once_and_nothing_is_applied() {
-        let s = decide(&path(), &FileState::Valid, invalid("bad"), &good());
+        let s = next_step(&path(), &FileState::Valid, invalid("bad"), &good());
         assert_eq!(s.state, FileState::Invalid("bad".into()));
         assert_eq!(s.apply, None);
         assert_eq!(s.reload, Some(false));
@@ -435,13 +436,13 @@ mod tests {
         assert_eq!(notice.reason, "InvalidConfig");
         assert!(notice.note.contains("bad; more"), "{}", notice.note);
         // The same error again (an unreadable file, read every poll): nothing new.
-        let again = decide(&path(), &s.state, invalid("bad"), &good());
+        let again = next_step(&path(), &s.state, invalid("bad"), &good());
         assert_eq!(again.state, s.state);
         assert_eq!((again.reload, again.notice), (None, None));
-        let unchanged = decide(&path(), &s.state, Reading::Unchanged, &good());
+        let unchanged = next_step(&path(), &s.state, Reading::Unchanged, &good());
         assert_eq!(unchanged.state, s.state);
         // Another error: reported.
-        let other = decide(&path(), &s.state, invalid("worse"), &good());
+        let other = next_step(&path(), &s.state, invalid("worse"), &good());
         assert_eq!(other.state, FileState::Invalid("worse".into()));
         assert!(other.notice.is_some());
     }
@@ -451,7 +452,7 @@ mod tests {
         let bad = FileState::Invalid("bad".into());
         let mut changed = good();
         changed.regions.get_mut("r1").unwrap().domain = "kura.example".into();
-        let s = decide(&path(), &bad, Reading::Valid(changed.clone()), &good());
+        let s = next_step(&path(), &bad, Reading::Valid(changed.clone()), &good());
         assert_eq!(s.state, FileState::Valid);
         assert_eq!(s.apply, Some(changed.clone()));
         assert_eq!(s.reload, Some(true));
@@ -462,11 +463,11 @@ mod tests {
             "operator config /etc/kura-operator/config.yaml changed; reconciling every instance"
         );
         // Reverted to the configuration in force: cleared, nothing to reconcile.
-        let s = decide(&path(), &bad, Reading::Valid(good()), &good());
+        let s = next_step(&path(), &bad, Reading::Valid(good()), &good());
         assert_eq!((s.state, s.apply), (FileState::Valid, None));
         assert!(s.notice.unwrap().note.contains("valid again"));
         // A new text, the same configuration: counted, nothing else.
-        let s = decide(&path(), &FileState::Valid, Reading::Valid(good()), &good());
+        let s = next_step(&path(), &FileState::Valid, Reading::Valid(good()), &good());
         assert_eq!((s.apply, s.reload, s.notice), (None, Some(true), None));
     }
 

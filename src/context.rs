@@ -1,5 +1,7 @@
-//! What every reconcile shares: the client, the caches, the current operator
-//! configuration, the retry policy, the Event reporter, metrics.
+//! What every reconcile shares, in a few parts: the client and the caches;
+//! what this process was told (`Settings`); whether it may act and what it
+//! reserves (`Acting`, the one answer to "may I act?"); how it reports
+//! (`Reporting`); and what it remembers between passes (`Memories`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,57 +14,73 @@ use crate::leader::LeaderState;
 use crate::memory::Memory;
 use crate::metrics::Metrics;
 use crate::stores::Stores;
+use kura_core::accepted::Accepted;
 use kura_core::api::KuraGateway;
-use kura_core::config::OperatorConfig;
 use kura_core::retry::RetryPolicy;
 
 pub struct Context {
     pub client: Client,
     pub stores: Stores,
-    pub config: watch::Receiver<Arc<OperatorConfig>>,
-    /// Who publishes Events (see `reconcile::events::publish` for why there is
-    /// no long-lived `Recorder`).
-    pub reporter: Reporter,
-    pub policy: RetryPolicy,
-    pub resync: Duration,
-    pub metrics: Arc<Metrics>,
-    /// Leading (always, without `--leader-elect`) and with synced caches: only
-    /// then does anything reconcile.
-    pub leader: watch::Receiver<LeaderState>,
-    pub faults: Faults,
+    pub settings: Settings,
+    pub acting: Acting,
+    pub report: Reporting,
+    pub memory: Memories,
     /// Instances to reconcile now, the instance controller's one wake
     /// channel: the next in line of the rollout budget
     /// (`reconcile::budget::wake_next`), and (from the host claims) those a
     /// freed host concerns.
     pub wake: crate::claims::watch::WakeSender,
-    /// What this process remembers per instance between reconciles.
-    pub memory: Memory,
-    /// The same, per gateway.
-    pub gateway_memory: Memory<KuraGateway>,
-    /// Refreshes of counts alone in a status, rationed across the process.
-    pub refreshes: crate::refresh_budget::RefreshBudget,
     /// The endpoint check's timeout and slots, shared by every reconcile.
     pub endpoint: crate::endpoint::Checker,
-    /// Which shards this process acts for (all of the one shard while it
-    /// leads, without `--shards`).
-    pub shards: Arc<crate::shards::Gate>,
-    /// Sharded: the reservations the replicas share (a slot of the fleet
-    /// budget, a host); `None` with one shard, where memory serializes them.
-    pub ledgers: Option<crate::shards::ledger::Ledgers>,
+}
+
+/// What this process was told: its flags and the configuration in force.
+pub struct Settings {
+    /// The configuration in force, as accepted (its fleet revision computed).
+    pub config: watch::Receiver<Arc<Accepted>>,
+    pub policy: RetryPolicy,
+    pub resync: Duration,
     /// What a dedicated gateway's ServiceAccount is bound to (`--gateway-role`,
     /// `--gateway-cluster-role`).
     pub gateway_roles: kura_core::render::gateway::GatewayRoles,
+    pub faults: Faults,
+}
+
+/// Whether this process may act, and the reservations it shares.
+pub struct Acting {
+    /// May this process act? Per object (`acts_for`, `run`, by its
+    /// namespace's shard) and for work that spans shards (`acts_for_any`,
+    /// `run_while_acting`): all of the one shard while it leads, without
+    /// `--shards`. Nothing else answers it.
+    pub shards: Arc<crate::shards::Gate>,
+    /// Leading (always, without `--leader-elect`) and with synced caches: what
+    /// the probes and metrics report, and what the single shard follows.
+    pub leader: watch::Receiver<LeaderState>,
+    /// Sharded: the reservations the replicas share (a slot of the fleet
+    /// budget, a host); `None` with one shard, where memory serializes them.
+    pub ledgers: Option<crate::shards::ledger::Ledgers>,
+}
+
+/// How this process reports: Events, metrics, the rationed status refreshes.
+pub struct Reporting {
+    /// Who publishes Events (see `reconcile::events::publish` for why there is
+    /// no long-lived `Recorder`).
+    pub reporter: Reporter,
+    pub metrics: Arc<Metrics>,
+    /// Refreshes of counts alone in a status, rationed across the process.
+    pub refreshes: crate::refresh_budget::RefreshBudget,
+}
+
+/// What this process remembers between passes, per object.
+#[derive(Default)]
+pub struct Memories {
+    pub instances: Memory,
+    pub gateways: Memory<KuraGateway>,
 }
 
 impl Context {
-    pub fn config(&self) -> Arc<OperatorConfig> {
-        self.config.borrow().clone()
-    }
-
-    /// Only the leader reconciles: a standby keeps its caches warm and waits.
-    /// Sharded: it holds at least one shard.
-    pub fn leading(&self) -> bool {
-        self.leader.borrow().leading
+    pub fn config(&self) -> Arc<Accepted> {
+        self.settings.config.borrow().clone()
     }
 }
 

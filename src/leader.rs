@@ -334,7 +334,7 @@ impl Candidate {
             .observed
             .as_ref()
             .map_or(Duration::ZERO, |(_, at)| at.elapsed());
-        let decided = decide(
+        let decided = next_move(
             spec.holder_identity.as_deref(),
             &me,
             unchanged_for,
@@ -462,7 +462,7 @@ fn may_create(holding: bool, absent_for: Duration, s: &LeaseSettings) -> bool {
 
 /// `unchanged_for`: how long this process has seen the record unchanged (its
 /// own clock, never the holder's timestamps).
-fn decide(holder: Option<&str>, me: &str, unchanged_for: Duration, lease: Duration) -> Move {
+fn next_move(holder: Option<&str>, me: &str, unchanged_for: Duration, lease: Duration) -> Move {
     match holder.filter(|h| !h.is_empty()) {
         Some(h) if h == me => Move::Renew,
         Some(_) if unchanged_for < lease => Move::Stand,
@@ -543,21 +543,21 @@ mod tests {
 
     #[test]
     fn decide_renews_its_own_lease_whatever_its_age() {
-        assert_eq!(decide(Some("me"), "me", S(0), LEASE), Move::Renew);
-        assert_eq!(decide(Some("me"), "me", S(60), LEASE), Move::Renew);
+        assert_eq!(next_move(Some("me"), "me", S(0), LEASE), Move::Renew);
+        assert_eq!(next_move(Some("me"), "me", S(60), LEASE), Move::Renew);
     }
 
     #[test]
     fn decide_stands_by_while_another_holder_is_fresh() {
-        assert_eq!(decide(Some("other"), "me", S(0), LEASE), Move::Stand);
-        assert_eq!(decide(Some("other"), "me", S(14), LEASE), Move::Stand);
+        assert_eq!(next_move(Some("other"), "me", S(0), LEASE), Move::Stand);
+        assert_eq!(next_move(Some("other"), "me", S(14), LEASE), Move::Stand);
     }
 
     #[test]
     fn decide_takes_an_expired_released_or_empty_lease() {
-        assert_eq!(decide(Some("other"), "me", S(15), LEASE), Move::Acquire);
-        assert_eq!(decide(Some(""), "me", S(0), LEASE), Move::Acquire);
-        assert_eq!(decide(None, "me", S(0), LEASE), Move::Acquire);
+        assert_eq!(next_move(Some("other"), "me", S(15), LEASE), Move::Acquire);
+        assert_eq!(next_move(Some(""), "me", S(0), LEASE), Move::Acquire);
+        assert_eq!(next_move(None, "me", S(0), LEASE), Move::Acquire);
     }
 
     fn settings() -> LeaseSettings {

@@ -26,6 +26,7 @@ pub mod leader;
 pub mod list_strategy;
 pub mod memory;
 pub mod metrics;
+pub mod pass;
 pub mod reconcile;
 pub mod recorder;
 pub mod refresh_budget;

@@ -64,7 +64,7 @@ pub enum Probe {
 
 /// The strategy for `choice` given what the probe saw: a refusal or an
 /// inconclusive probe falls back to paged lists, which every server serves.
-pub fn decide(choice: Choice, probe: Option<&Probe>) -> ListStrategy {
+pub fn strategy_for(choice: Choice, probe: Option<&Probe>) -> ListStrategy {
     match (choice, probe) {
         (Choice::Streaming, _) => ListStrategy::Streaming,
         (Choice::Paged, _) => ListStrategy::Paged,
@@ -93,13 +93,13 @@ pub async fn probe(api: &Api<KuraInstance>) -> Probe {
     }
 }
 
-/// Probe when `choice` asks for it, decide, and say which strategy is used.
+/// Probe when `choice` asks for it, choose, and say which strategy is used.
 pub async fn choose(choice: Choice, api: &Api<KuraInstance>) -> ListStrategy {
     let probed = match choice {
         Choice::Auto => Some(probe(api).await),
         _ => None,
     };
-    let strategy = decide(choice, probed.as_ref());
+    let strategy = strategy_for(choice, probed.as_ref());
     tracing::info!(strategy = strategy.name(), probe = ?probed, "list strategy");
     strategy
 }
@@ -111,29 +111,29 @@ mod tests {
     #[test]
     fn auto_streams_only_where_the_server_served_a_streaming_list() {
         assert_eq!(
-            decide(Choice::Auto, Some(&Probe::Served)),
+            strategy_for(Choice::Auto, Some(&Probe::Served)),
             ListStrategy::Streaming
         );
         // A 1.33 server answers 422; an older one may answer 400.
         assert_eq!(
-            decide(Choice::Auto, Some(&Probe::Refused(422))),
+            strategy_for(Choice::Auto, Some(&Probe::Refused(422))),
             ListStrategy::Paged
         );
         assert_eq!(
-            decide(Choice::Auto, Some(&Probe::Unknown)),
+            strategy_for(Choice::Auto, Some(&Probe::Unknown)),
             ListStrategy::Paged
         );
-        assert_eq!(decide(Choice::Auto, None), ListStrategy::Paged);
+        assert_eq!(strategy_for(Choice::Auto, None), ListStrategy::Paged);
     }
 
     #[test]
     fn an_explicit_choice_is_kept_whatever_the_probe() {
         assert_eq!(
-            decide(Choice::Paged, Some(&Probe::Served)),
+            strategy_for(Choice::Paged, Some(&Probe::Served)),
             ListStrategy::Paged
         );
         assert_eq!(
-            decide(Choice::Streaming, Some(&Probe::Refused(422))),
+            strategy_for(Choice::Streaming, Some(&Probe::Refused(422))),
             ListStrategy::Streaming
         );
     }

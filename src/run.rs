@@ -389,11 +389,13 @@ fn follow_config(
 ) -> Result<
     (
         impl futures::Stream<Item = ()> + Send + 'static,
-        tokio::sync::watch::Receiver<std::sync::Arc<kura_core::config::OperatorConfig>>,
+        tokio::sync::watch::Receiver<std::sync::Arc<kura_core::accepted::Accepted>>,
     ),
     Box<dyn std::error::Error>,
 > {
-    let (config_tx, config_rx) = tokio::sync::watch::channel(std::sync::Arc::new(config));
+    let (config_tx, config_rx) = tokio::sync::watch::channel(std::sync::Arc::new(
+        kura_core::accepted::Accepted::new(config),
+    ));
     let report = crate::config_watch::Report {
         metrics: probes.metrics.clone(),
         events: crate::config_watch::PodEvents::from_env(pod.client.clone(), pod.reporter.clone()),
@@ -541,7 +543,7 @@ async fn scope(
 /// What the reconciles share besides the flags and the caches.
 struct Wiring {
     client: kube::Client,
-    config: tokio::sync::watch::Receiver<std::sync::Arc<kura_core::config::OperatorConfig>>,
+    config: tokio::sync::watch::Receiver<std::sync::Arc<kura_core::accepted::Accepted>>,
     reporter: kube::runtime::events::Reporter,
     leader: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
     wake: crate::claims::watch::WakeSender,
@@ -559,22 +561,33 @@ fn context(
     crate::context::Context {
         client: wiring.client,
         stores: streams.stores.clone(),
-        config: wiring.config,
-        reporter: wiring.reporter,
-        policy: kura_core::plan::RetryPolicy {
-            budget: args.retry_budget,
-            stall_window: args.stall_window,
-            transient_report_after: args.transient_report_after,
-            ..kura_core::plan::RetryPolicy::default()
+        settings: crate::context::Settings {
+            config: wiring.config,
+            policy: kura_core::plan::RetryPolicy {
+                budget: args.retry_budget,
+                stall_window: args.stall_window,
+                transient_report_after: args.transient_report_after,
+                ..kura_core::plan::RetryPolicy::default()
+            },
+            resync: args.resync,
+            gateway_roles: kura_core::render::gateway::GatewayRoles {
+                namespaced: args.gateway_role.clone(),
+                cluster: args.gateway_cluster_role.clone(),
+            },
+            faults: crate::context::Faults::from_env(),
         },
-        resync: args.resync,
-        metrics: probes.metrics.clone(),
-        leader: wiring.leader,
-        faults: crate::context::Faults::from_env(),
-        wake: wiring.wake,
+        acting: crate::context::Acting {
+            shards: wiring.gate,
+            leader: wiring.leader,
+            ledgers,
+        },
+        report: crate::context::Reporting {
+            reporter: wiring.reporter,
+            metrics: probes.metrics.clone(),
+            refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
+        },
         memory: Default::default(),
-        gateway_memory: Default::default(),
-        refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
+        wake: wiring.wake,
         // 3 s per check (from the request, not the wait for a slot); 32 in
         // flight, a quarter of them per namespace unless only one is watched.
         endpoint: {
@@ -585,12 +598,6 @@ fn context(
                 checker
             }
         },
-        shards: wiring.gate,
-        gateway_roles: kura_core::render::gateway::GatewayRoles {
-            namespaced: args.gateway_role.clone(),
-            cluster: args.gateway_cluster_role.clone(),
-        },
-        ledgers,
     }
 }
 
@@ -621,13 +628,13 @@ fn controllers(
         gateway_streams,
         args.namespace.clone(),
         ctx.clone(),
-        (ctx.shards.acquired(), gateway_wake),
+        (ctx.acting.shards.acquired(), gateway_wake),
         stopped(stop.clone()),
     );
     let instances = crate::controller::instance::instance_controller(
         streams,
         ctx.clone(),
-        futures::stream::select(config_changed, ctx.shards.acquired()),
+        futures::stream::select(config_changed, ctx.acting.shards.acquired()),
         wake,
         args.concurrency,
         stopped(stop),
@@ -668,10 +675,17 @@ async fn election(
         return;
     };
     // Campaign only with warm caches: a new leader reconciles at once.
-    probes.set_leader(ctx.leader.clone());
+    probes.set_leader(ctx.acting.leader.clone());
     let client = ctx.client.clone();
-    if ctx.shards.shards().count() > 1 {
-        crate::shards::coordinate(client, settings, ctx.shards.clone(), leader_tx, released).await;
+    if ctx.acting.shards.shards().count() > 1 {
+        crate::shards::coordinate(
+            client,
+            settings,
+            ctx.acting.shards.clone(),
+            leader_tx,
+            released,
+        )
+        .await;
     } else {
         crate::leader::campaign(client, settings, leader_tx, released).await;
     }
@@ -698,7 +712,7 @@ async fn sweep_memory(ctx: std::sync::Arc<crate::context::Context>) {
             .iter()
             .filter_map(|i| i.metadata.uid.clone())
             .collect();
-        ctx.memory.retain(&live);
+        ctx.memory.instances.retain(&live);
         let live = ctx
             .stores
             .gateways
@@ -706,7 +720,7 @@ async fn sweep_memory(ctx: std::sync::Arc<crate::context::Context>) {
             .iter()
             .filter_map(|g| g.metadata.uid.clone())
             .collect();
-        ctx.gateway_memory.retain(&live);
+        ctx.memory.gateways.retain(&live);
     }
 }
 
@@ -717,11 +731,11 @@ async fn follow_leader(
     ctx: std::sync::Arc<crate::context::Context>,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
 ) {
-    let mut rx = ctx.leader.clone();
+    let mut rx = ctx.acting.leader.clone();
     loop {
         let state = *rx.borrow_and_update();
-        if ctx.shards.shards().count() == 1 {
-            ctx.shards.follow(state);
+        if ctx.acting.shards.shards().count() == 1 {
+            ctx.acting.shards.follow(state);
         }
         metrics.set_leader(state.leading);
         if rx.changed().await.is_err() {

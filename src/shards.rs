@@ -103,6 +103,43 @@ impl Gate {
         self.acting.borrow().clone()
     }
 
+    /// Whether this process acts for any shard now: the one answer to "may
+    /// I act?" for work that spans shards (the sweep of leftover classes),
+    /// as [`Gate::acts_for`] is for one object. With one shard it is whether
+    /// this process leads (and is not held).
+    pub fn acts_for_any(&self) -> bool {
+        !self.acting.borrow().is_empty()
+    }
+
+    /// The shards acted for, as they change.
+    pub fn acting_changes(&self) -> watch::Receiver<BTreeSet<u32>> {
+        self.acting.subscribe()
+    }
+
+    /// Runs `work` that spans shards only while this process acts for at
+    /// least one: `None`, without polling it, when it acts for none, and
+    /// `None` as soon as it stops, dropping `work` at its current await
+    /// point (as [`Gate::run`] does for one shard). What `work` touches of
+    /// one namespace it still checks with [`Gate::acts_for`].
+    pub async fn run_while_acting<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        if !self.acts_for_any() {
+            return None;
+        }
+        let mut acting = self.acting.subscribe();
+        // The sender lives in `self`, borrowed for as long as this runs.
+        let stopped = async move {
+            let _ = acting.wait_for(BTreeSet::is_empty).await;
+        };
+        tokio::select! {
+            biased;
+            () = stopped => None,
+            out = work => Some(out),
+        }
+    }
+
     /// Runs `work` for an object of `namespace` only if this process acts
     /// for its shard: `None`, without polling it, when it does not, and
     /// `None` as soon as the shard's Lease is lost, dropping `work` at its

@@ -14,7 +14,8 @@
 //! no process of its own to be a trace, so its instances' reconciles link to
 //! a trace id derived from the fleet revision ([`rollout_context`]): every
 //! reconcile carrying the same rollout links to the same id, and a backend
-//! finds them all from one.
+//! finds them all from one. Under those ids each process exports the
+//! rollout's own span, `fleet_rollout`, once per revision.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -43,7 +44,8 @@ pub enum Export {
 /// The exporter set up at start-up (none when traces are off): flushed by [`shutdown`].
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
-/// How long one export request may take.
+/// How long one export request may take unless `OTEL_EXPORTER_OTLP_TIMEOUT`
+/// says otherwise (the specification's default).
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A collector's answer is a few bytes; more is not read.
 const MAX_RESPONSE: usize = 64 * 1024;
@@ -83,12 +85,40 @@ pub fn export_from(env: impl Fn(&str) -> Option<String>) -> Result<Export, Strin
             "OTLP endpoint {url}: only http:// is supported (send to a collector beside the operator)"
         ));
     }
+    export_timeout(&env)?;
     let protocol =
         set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"));
     match protocol.as_deref() {
         None | Some("http/protobuf") => Ok(Export::Otlp),
         Some(other) => Err(format!(
             "OTEL_EXPORTER_OTLP_PROTOCOL={other}: only http/protobuf is supported"
+        )),
+    }
+}
+
+/// How long one export may take: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
+/// `OTEL_EXPORTER_OTLP_TIMEOUT`, in milliseconds as the specification has
+/// it; 10 s when neither is set. A value that is not a whole number of
+/// milliseconds above 0 is an error at start-up, naming the variable.
+pub fn export_timeout(env: impl Fn(&str) -> Option<String>) -> Result<Duration, String> {
+    let found = [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .into_iter()
+    .find_map(|name| {
+        env(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .map(|v| (name, v))
+    });
+    let Some((name, value)) = found else {
+        return Ok(EXPORT_TIMEOUT);
+    };
+    match value.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!(
+            "{name}={value}: expected the export timeout in milliseconds, a whole number above 0"
         )),
     }
 }
@@ -132,21 +162,24 @@ pub fn init(format: &str, export: Export, runtime: tokio::runtime::Handle) -> Re
 }
 
 fn provider(runtime: tokio::runtime::Handle) -> Result<SdkTracerProvider, String> {
+    let timeout = export_timeout(|k| std::env::var(k).ok())?;
     let client = RuntimeClient {
         client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build_http(),
         runtime,
+        timeout,
     };
     // Endpoint, headers and sampler come from the environment (the SDK reads them).
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_http_client(client)
-        .with_timeout(EXPORT_TIMEOUT)
+        .with_timeout(timeout)
         .build()
         .map_err(|e| format!("OTLP trace exporter: {e}"))?;
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
+        .with_id_generator(DerivedOrRandomIds::default())
         .with_resource(resource(|k| std::env::var(k).ok()))
         .build())
 }
@@ -180,6 +213,19 @@ pub fn shutdown() {
 /// Whether spans are exported (the work for links is skipped when not).
 pub fn exporting() -> bool {
     PROVIDER.get().is_some()
+}
+
+/// Names the object of a pass in its exported span by OpenTelemetry's
+/// semantic conventions where one exists (`k8s.namespace.name`), and under
+/// `kura.` where none does (`kura.instance.name`, `kura.gateway.name`,
+/// given as `attribute`). Exported spans only: the log keeps its short
+/// field names (`namespace`, `instance`, `gateway`), which its readers grep.
+pub fn name_object(span: &tracing::Span, attribute: &'static str, namespace: &str, name: &str) {
+    if !exporting() {
+        return;
+    }
+    span.set_attribute("k8s.namespace.name", namespace.to_string());
+    span.set_attribute(attribute, name.to_string());
 }
 
 /// The trace `span` belongs to, when it is exported (sampled).
@@ -220,8 +266,11 @@ pub fn rollout_context(fleet_revision: &str) -> SpanContext {
     )
 }
 
-/// Links `span` to its fleet rollout's trace ([`rollout_context`]).
+/// Links `span` to its fleet rollout's trace ([`rollout_context`]), whose
+/// span this process exports the first time it links to it
+/// ([`rollout_span`]).
 pub fn link_rollout(span: &tracing::Span, fleet_revision: &str) {
+    rollout_span(fleet_revision);
     span.add_link_with_attributes(
         rollout_context(fleet_revision),
         vec![KeyValue::new(
@@ -229,6 +278,67 @@ pub fn link_rollout(span: &tracing::Span, fleet_revision: &str) {
             fleet_revision.to_string(),
         )],
     );
+}
+
+/// The fleet rollout's own span, `fleet_rollout`, with the ids derived from
+/// its revision ([`rollout_context`]): exported once per process and
+/// revision, so that a backend searched for the rollout's trace id finds a
+/// span (the reconciles' links alone name a trace nobody sent). Another
+/// replica, or this process after a restart, sends the same span again: the
+/// same ids and attributes, which a backend shows once or twice but never as
+/// two rollouts.
+fn rollout_span(fleet_revision: &str) {
+    use opentelemetry::trace::{Span as _, Tracer as _};
+    static SENT: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let Some(provider) = PROVIDER.get() else {
+        return;
+    };
+    if !SENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(fleet_revision.to_string())
+    {
+        return;
+    }
+    let ids = rollout_context(fleet_revision);
+    let tracer = provider.tracer("kura-operator");
+    NEXT_IDS.with(|next| next.set(Some((ids.trace_id(), ids.span_id()))));
+    let mut span = tracer
+        .span_builder("fleet_rollout")
+        .with_attributes(vec![KeyValue::new(
+            "kura.fleet_revision",
+            fleet_revision.to_string(),
+        )])
+        .start_with_context(&tracer, &opentelemetry::Context::new());
+    NEXT_IDS.with(|next| next.set(None));
+    span.end();
+}
+
+thread_local! {
+    /// The ids the next root span built on this thread takes instead of
+    /// random ones: set around the build of [`rollout_span`] only.
+    static NEXT_IDS: std::cell::Cell<Option<(TraceId, SpanId)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The SDK's random ids, except for a span built while [`NEXT_IDS`] is set.
+/// (The SDK asks for the span id first, then, for a root span, the trace id.)
+#[derive(Debug, Default)]
+struct DerivedOrRandomIds(opentelemetry_sdk::trace::RandomIdGenerator);
+
+impl opentelemetry_sdk::trace::IdGenerator for DerivedOrRandomIds {
+    fn new_trace_id(&self) -> TraceId {
+        NEXT_IDS
+            .with(std::cell::Cell::get)
+            .map_or_else(|| self.0.new_trace_id(), |(trace, _)| trace)
+    }
+
+    fn new_span_id(&self) -> SpanId {
+        NEXT_IDS
+            .with(std::cell::Cell::get)
+            .map_or_else(|| self.0.new_span_id(), |(_, span)| span)
+    }
 }
 
 /// The exporter's HTTP client: hyper's (already in the tree through kube),
@@ -242,6 +352,8 @@ struct RuntimeClient {
         Full<Bytes>,
     >,
     runtime: tokio::runtime::Handle,
+    /// The bound of one export (`export_timeout`).
+    timeout: Duration,
 }
 
 #[async_trait::async_trait]
@@ -251,6 +363,7 @@ impl opentelemetry_http::HttpClient for RuntimeClient {
         request: http::Request<Bytes>,
     ) -> Result<http::Response<Bytes>, opentelemetry_http::HttpError> {
         let client = self.client.clone();
+        let timeout = self.timeout;
         let send = async move {
             let response = client.request(request.map(Full::new)).await?;
             let (parts, body) = response.into_parts();
@@ -258,7 +371,7 @@ impl opentelemetry_http::HttpClient for RuntimeClient {
             Ok::<_, opentelemetry_http::HttpError>(http::Response::from_parts(parts, body))
         };
         let bounded = async move {
-            tokio::time::timeout(EXPORT_TIMEOUT, send)
+            tokio::time::timeout(timeout, send)
                 .await
                 .map_err(|_| "OTLP export timed out")?
         };
@@ -335,6 +448,37 @@ mod tests {
         assert!(tls.unwrap_err().contains("http://"));
         let zipkin = export(&[("OTEL_TRACES_EXPORTER", "zipkin")]);
         assert!(zipkin.unwrap_err().contains("otlp"));
+    }
+
+    #[test]
+    fn the_export_timeout_is_the_standard_variables_in_milliseconds() {
+        let timeout = |vars: &[(&str, &str)]| {
+            let map: HashMap<String, String> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            export_timeout(|k| map.get(k).cloned())
+        };
+        assert_eq!(timeout(&[]), Ok(Duration::from_secs(10)));
+        assert_eq!(
+            timeout(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")]),
+            Ok(Duration::from_millis(2500))
+        );
+        assert_eq!(
+            timeout(&[
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+                ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "700")
+            ]),
+            Ok(Duration::from_millis(700)),
+            "the traces' own variable wins"
+        );
+        for bad in ["0", "10s", "-1"] {
+            let err = timeout(&[("OTEL_EXPORTER_OTLP_TIMEOUT", bad)]).unwrap_err();
+            assert!(err.contains("OTEL_EXPORTER_OTLP_TIMEOUT") && err.contains("milliseconds"));
+        }
+        // Checked with the rest of the variables, at start-up.
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
+        assert!(export(&[endpoint, ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")]).is_err());
     }
 
     #[test]

@@ -399,7 +399,7 @@ fn the_checks_find_what_is_gone() {
         "kura_core::gateway::pods::compact",
         "claims::index::Index::grants",
         "kura_core::api",
-        "OperatorConfig::fleet_revision",
+        "Accepted::fleet_revision",
     ] {
         assert_eq!(unresolved(real, &sources), None, "`{real}`");
     }

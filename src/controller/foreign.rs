@@ -12,7 +12,7 @@ use kura_core::keys::{LABEL_MANAGED_BY, MANAGED_BY_VALUE};
 use kura_core::kind::ChildKind;
 
 use super::scope::{Scope, Watch};
-use crate::reconcile::stores::foreign::ForeignNames;
+use crate::stores::foreign::ForeignNames;
 
 /// Keeps `names` (`stores::foreign`) from one metadata-only watch per kind
 /// the caches hold by the operator's label, of every object without that

@@ -1,6 +1,6 @@
 //! The KuraGateway controller's wiring: what triggers a gateway's reconcile
-//! (`gateway::reconcile`), its error policy, and the sweep of IngressClasses
-//! that deleted gateways left behind.
+//! (`gateway::reconcile`; the pass around it is `pass`'s), and the sweep of
+//! IngressClasses that deleted gateways left behind.
 //!
 //! Triggers, all event-driven (the resync is a safety net): the gateway itself
 //! (a spec, label, annotation or finalizer change, not its own status write),
@@ -26,11 +26,12 @@ use kube::runtime::reflector::ObjectRef;
 use crate::context::Context;
 use crate::controller::streams::GatewayStreams;
 use crate::gateway::{self, collect};
+use crate::metrics::Metrics;
 use crate::metrics::runtime::GATEWAY_CONTROLLER;
 use crate::metrics::triggers::Triggers;
+use crate::pass::{self, Kind};
 use kura_core::api::{KuraGateway, KuraInstance};
 use kura_core::kind::ChildKind;
-use kura_core::time::jitter;
 
 /// Passes what a reconcile decides from (spec, labels, annotations,
 /// finalizers, deletion), not the controller's own status writes.
@@ -96,55 +97,35 @@ fn gateway_of_pod(pod: &Pod) -> Option<ObjectRef<KuraGateway>> {
     Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
 }
 
-/// A standby reconciles nothing (every gateway is reconciled when it starts
-/// leading); the leader's reconciles are cancelled when it stops leading.
-/// Sharded: the same per shard, by the gateway's namespace, so a gateway is
-/// collected only by the shard that owns its namespace.
-async fn reconcile_if_leading(
-    gw: Arc<KuraGateway>,
-    ctx: Arc<Context>,
-) -> Result<Action, gateway::Error> {
-    let in_progress = ctx.metrics.runtime.start(GATEWAY_CONTROLLER, gw.as_ref());
-    let namespace = gw.metadata.namespace.clone().unwrap_or_default();
-    if !ctx.shards.acts_for(&namespace) {
-        return Ok(Action::await_change());
-    }
-    let span = gateway::span(&gw);
-    let work = gateway::reconcile(gw, ctx.clone(), &span);
-    let result = ctx
-        .shards
-        .run(&namespace, work)
-        .await
-        .unwrap_or(Ok(Action::await_change()));
-    in_progress.done(&result, crate::traces::trace_id(&span));
-    result
-}
+/// The gateway's pass (`gateway::reconcile`) for the generic pipeline
+/// (`pass`): its span, its metrics. Sharded, a gateway is collected only by
+/// the shard that owns its namespace.
+impl Kind for KuraGateway {
+    const CONTROLLER: &'static str = GATEWAY_CONTROLLER;
+    const NOUN: &'static str = "KuraGateway";
 
-/// The errors that reach here are transient (apply failures of the input
-/// itself are in status and retried by `plan`): exponential backoff per
-/// gateway, jittered, reset by the next reconcile that gets through.
-fn error_policy(gw: Arc<KuraGateway>, error: &gateway::Error, ctx: Arc<Context>) -> Action {
-    let failures = error.failures();
-    let delay = ctx
-        .policy
-        .transient_backoff(failures, jitter(gw.as_ref(), failures));
-    tracing::warn!(
-        namespace = ?gw.metadata.namespace,
-        gateway = ?gw.metadata.name,
-        error = %error,
-        retry_in = ?delay,
-        "gateway reconcile failed; retrying"
-    );
-    ctx.metrics.count_gateway(error.label());
-    if let Some(failure) = error.failure() {
-        ctx.metrics.record_failure(failure);
+    fn span(&self) -> tracing::Span {
+        gateway::span(self)
     }
-    Action::requeue(delay)
+
+    fn reconcile(
+        self: Arc<Self>,
+        ctx: Arc<Context>,
+        span: &tracing::Span,
+    ) -> impl std::future::Future<Output = Result<Action, pass::Error>> + Send {
+        gateway::reconcile(self, ctx, span)
+    }
+
+    fn count_error(metrics: &Metrics, label: &'static str) {
+        metrics.count_gateway(label);
+    }
 }
 
 /// Runs the sweep of leftover IngressClasses (`collect::sweep`) when a gateway
-/// is deleted (touched, and gone from the cache), when this process starts
-/// leading, and every resync period; only while leading.
+/// is deleted (touched, and gone from the cache), when the shards this
+/// process acts for change, and every resync period; only while it acts for
+/// one at least (`shards::Gate::run_while_acting`; with one shard, while it
+/// leads and no incompatible CRD holds it).
 async fn sweep_classes(
     ctx: Arc<Context>,
     namespace: Option<String>,
@@ -157,20 +138,18 @@ async fn sweep_classes(
             .filter(|gw| store.get(&ObjectRef::from_obj(gw)).is_none());
         std::future::ready(gone.map(|_| ()))
     }));
-    let mut tick = tokio::time::interval(ctx.resync);
+    let mut tick = tokio::time::interval(ctx.settings.resync);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut leader = ctx.leader.clone();
+    let mut acting = ctx.acting.shards.acting_changes();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             Some(()) = deleted.next() => {}
             // The sender lives as long as the process: never for real.
-            changed = leader.changed() => if changed.is_err() { return std::future::pending().await },
+            changed = acting.changed() => if changed.is_err() { return std::future::pending().await },
         }
-        if ctx.leading() {
-            let work = collect::sweep(&ctx, namespace.as_deref());
-            let _ = crate::leader::while_leading(&ctx.leader, work).await;
-        }
+        let work = collect::sweep(&ctx, namespace.as_deref());
+        let _ = ctx.acting.shards.run_while_acting(work).await;
     }
 }
 
@@ -191,7 +170,7 @@ pub fn gateway_controller(
         .predicate_filter(decided_from, Default::default());
     // The work-queue metrics follow every trigger (`metrics::triggers`).
     let q = Triggers {
-        metrics: ctx.metrics.runtime.clone(),
+        metrics: ctx.report.metrics.runtime.clone(),
         controller: GATEWAY_CONTROLLER,
     };
     let runtime = q.metrics.clone();
@@ -231,19 +210,8 @@ pub fn gateway_controller(
         .reconcile_on(q.refs(futures::stream::unfold(wake, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))
         })))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile_if_leading, error_policy, ctx.clone())
-        .for_each(move |result| {
-            // Triggered, then deleted before its turn: out of the queue.
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(r)) = &result {
-                runtime.forget(GATEWAY_CONTROLLER, r.namespace.as_deref(), &r.name);
-            }
-            async move {
-                if let Err(e) = result {
-                    tracing::trace!(error = %e, "gateway controller event");
-                }
-            }
-        });
+        .graceful_shutdown_on(shutdown);
+    let controller = pass::run(controller, ctx.clone(), runtime);
     let sweep = sweep_classes(ctx, namespace, streams.gateways_touched);
     // The sweep ends with the controller (it never ends by itself).
     async move {

@@ -1,5 +1,5 @@
-//! The KuraInstance controller: what triggers an instance's reconcile, its
-//! error policy, and the reconcile of the leader only.
+//! The KuraInstance controller: what triggers an instance's reconcile; the
+//! pass around it (the leader's only, its error policy) is `pass`'s.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -12,13 +12,15 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use kura_core::api::{KuraGateway, KuraInstance};
-use kura_core::time::jitter;
 
 use super::reflect::Shared;
 use super::streams::Streams;
 use crate::context::Context;
+use crate::metrics::Metrics;
+use crate::metrics::reconciles::ReconcileTimer;
 use crate::metrics::runtime::INSTANCE_CONTROLLER;
 use crate::metrics::triggers::Triggers;
+use crate::pass::{self, Kind};
 use crate::reconcile;
 
 /// The instance watch passes generation and annotation changes only: a status
@@ -31,61 +33,31 @@ fn spec_or_annotations(instance: &KuraInstance) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Error policy: the errors that reach here are transient (throttling, a server
-/// error, a failed prune or status write); apply failures of the input itself are
-/// recorded in status and retried by `plan`. Backoff is exponential per instance
-/// (`RetryPolicy::transient_backoff`: 0.5 s doubling to 60 s, jittered) and
-/// resets on the next successful reconcile.
-fn error_policy(
-    instance: Arc<KuraInstance>,
-    error: &reconcile::Error,
-    ctx: Arc<Context>,
-) -> Action {
-    let failures = error.failures();
-    let delay = ctx
-        .policy
-        .transient_backoff(failures, jitter(instance.as_ref(), failures));
-    tracing::warn!(
-        namespace = ?instance.metadata.namespace,
-        instance = ?instance.metadata.name,
-        error = %error,
-        retry_in = ?delay,
-        "reconcile failed; retrying"
-    );
-    ctx.metrics.record_error(error.label());
-    if let reconcile::Error::Transient { failure, .. } = error {
-        ctx.metrics.record_failure(failure);
-    }
-    Action::requeue(delay)
-}
+/// The instance's pass (`reconcile::reconcile`) for the generic pipeline
+/// (`pass`): its span, its metrics.
+impl Kind for KuraInstance {
+    const CONTROLLER: &'static str = INSTANCE_CONTROLLER;
+    const NOUN: &'static str = "KuraInstance";
 
-/// A standby reconciles nothing (it is reconciled in full when it starts
-/// leading); the leader's reconciles are timed, and cancelled when it stops
-/// leading. Sharded: the same per shard, by the instance's namespace
-/// (`shards::Gate::run`).
-async fn reconcile_if_leading(
-    instance: Arc<KuraInstance>,
-    ctx: Arc<Context>,
-) -> Result<Action, reconcile::Error> {
-    let in_progress = ctx
-        .metrics
-        .runtime
-        .start(INSTANCE_CONTROLLER, instance.as_ref());
-    let namespace = instance.metadata.namespace.clone().unwrap_or_default();
-    if !ctx.shards.acts_for(&namespace) {
-        return Ok(Action::await_change());
+    fn span(&self) -> tracing::Span {
+        reconcile::span(self)
     }
-    let _timer = ctx.metrics.reconcile_timer();
-    let span = reconcile::span(&instance);
-    let work = reconcile::reconcile(instance, ctx.clone(), &span);
-    let result = ctx
-        .shards
-        .run(&namespace, work)
-        .await
-        .unwrap_or(Ok(Action::await_change()));
-    // Its trace is the exemplar of the reconcile histogram.
-    in_progress.done(&result, crate::traces::trace_id(&span));
-    result
+
+    fn reconcile(
+        self: Arc<Self>,
+        ctx: Arc<Context>,
+        span: &tracing::Span,
+    ) -> impl std::future::Future<Output = Result<Action, pass::Error>> + Send {
+        reconcile::reconcile(self, ctx, span)
+    }
+
+    fn count_error(metrics: &Metrics, label: &'static str) {
+        metrics.record_error(label);
+    }
+
+    fn timer(metrics: &Arc<Metrics>) -> Option<ReconcileTimer> {
+        Some(metrics.reconcile_timer())
+    }
 }
 
 /// Sharded: the waiting instances that may go when an instance of any
@@ -99,7 +71,7 @@ fn freed_elsewhere(
     instances: Shared<KuraInstance>,
     ctx: Arc<Context>,
 ) -> futures::stream::BoxStream<'static, ObjectRef<KuraInstance>> {
-    if ctx.ledgers.is_none() {
+    if ctx.acting.ledgers.is_none() {
         return futures::stream::empty().boxed();
     }
     let mut admitted = std::collections::HashSet::new();
@@ -147,7 +119,7 @@ pub fn instance_controller(
     let by_class = instances_store.clone();
     // The work-queue metrics follow every trigger (`metrics::triggers`).
     let q = Triggers {
-        metrics: ctx.metrics.runtime.clone(),
+        metrics: ctx.report.metrics.runtime.clone(),
         controller: INSTANCE_CONTROLLER,
     };
     q.metrics
@@ -159,7 +131,7 @@ pub fn instance_controller(
         .instances
         .inspect(move |event| {
             if let Ok(instance) = event {
-                observed.memory.observed(instance);
+                observed.memory.instances.observed(instance);
             }
         })
         .predicate_filter(spec_or_annotations, Default::default());
@@ -197,20 +169,7 @@ pub fn instance_controller(
         .reconcile_on(q.refs(freed_elsewhere(streams.budget_instances, ctx.clone())))
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown);
-    let runtime = q.metrics;
-    controller
-        .run(reconcile_if_leading, error_policy, ctx)
-        .for_each(move |result| {
-            // Triggered, then deleted before its turn: out of the queue.
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(r)) = &result {
-                runtime.forget(INSTANCE_CONTROLLER, r.namespace.as_deref(), &r.name);
-            }
-            async move {
-                if let Err(e) = result {
-                    tracing::trace!(error = %e, "controller event");
-                }
-            }
-        })
+    pass::run(controller, ctx, q.metrics)
 }
 
 fn instances_using(

@@ -15,8 +15,8 @@ use kura_core::compact::{compact_child, compact_managed_fields};
 use kura_core::kind::ChildKind;
 
 use super::scope::{Cacheable, Scope, Watch};
-use crate::reconcile::labelled::Labelled;
-use crate::reconcile::stores::cached::{self, CachedMeta, CachedObject};
+use crate::stores::cached::{self, CachedMeta, CachedObject};
+use crate::stores::labelled::Labelled;
 use crate::stores::unseen::Unseen;
 
 /// A reflector's stream of touched objects; its errors never reach a controller.

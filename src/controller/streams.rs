@@ -23,8 +23,8 @@ use super::reflect::{
 };
 use super::scope::{Scope, Watch};
 use crate::claims::Claims;
-use crate::reconcile::stores::Stores;
-use crate::reconcile::stores::cached::{self, CachedIngress, CachedMeta, CachedStatefulSet};
+use crate::stores::Stores;
+use crate::stores::cached::{self, CachedIngress, CachedMeta, CachedStatefulSet};
 
 pub struct Streams {
     pub stores: Stores,
@@ -71,7 +71,7 @@ type Reflected<C, K = C> = (Store<C>, Shared<K>);
 pub fn streams(scope: &Scope, wake: crate::claims::watch::WakeSender) -> (Streams, GatewayStreams) {
     // Host claims follow the instances and the Ingresses of ours (claims.rs).
     let claims = Arc::new(Claims::new(scope.host_reservation, Some(wake)));
-    // Children by the instance they are labelled as (reconcile::labelled),
+    // Children by the instance they are labelled as (stores::labelled),
     // and this process's writes of them not yet seen (stores::unseen).
     let indexes = ChildIndexes::default();
     let fleet = FleetCaches::reflect(scope, &claims, &indexes);

@@ -8,6 +8,7 @@ use futures::StreamExt;
 use super::read::{self, Scope};
 use super::report::Report;
 use super::{diff_instance, follow_freed_hosts, keep_used_gateways};
+use kura_core::accepted::Accepted;
 use kura_core::config::OperatorConfig;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -73,7 +74,7 @@ pub fn main(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
 
 pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
     let client = crate::run::client(args.kubeconfig.as_deref(), READ_TIMEOUT).await?;
-    let config = match &args.config_map {
+    let config = Accepted::new(match &args.config_map {
         Some(at) => {
             let (namespace, name) = at
                 .split_once('/')
@@ -82,7 +83,7 @@ pub async fn run(args: DiffArgs) -> Result<Report, Box<dyn std::error::Error>> {
             read::config_map(&client, namespace, name).await?
         }
         None => OperatorConfig::load(&args.config)?,
-    };
+    });
     let scope = Scope {
         namespace: match (args.all_namespaces, args.namespace) {
             (true, _) => None,

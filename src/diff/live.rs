@@ -1,5 +1,5 @@
 //! The live state `diff` decides from: the reflector stores a reconcile reads
-//! (`reconcile::stores::Stores`), filled from one list per kind instead of
+//! (`stores::Stores`), filled from one list per kind instead of
 //! watches and trimmed as the operator trims its caches, so that `observe`,
 //! `storage::pin` and `plan` see what they see in the operator. Besides, what
 //! the caches drop and a preview reports: each StatefulSet's pod template hash
@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use super::{fields, show};
 use crate::claims::Claims;
-use crate::reconcile::stores::Stores;
-use crate::reconcile::stores::cached::{CachedIngress, CachedMeta, CachedStatefulSet};
+use crate::stores::Stores;
+use crate::stores::cached::{CachedIngress, CachedMeta, CachedStatefulSet};
 use kura_core::api::{KuraGateway, KuraInstance};
 use kura_core::compact::{compact_child, compact_instance, compact_managed_fields};
 use kura_core::keys::ANNOTATION_POD_TEMPLATE_HASH;

@@ -19,6 +19,7 @@ use serde::Serialize;
 use crate::memory::Memory;
 use crate::reconcile::prune::{gateway_user, kept_by_metadata};
 use crate::reconcile::snapshot::{Inputs, decide_from};
+use kura_core::accepted::Accepted;
 use kura_core::api::KuraInstance;
 use kura_core::config::OperatorConfig;
 use kura_core::judge::Mode;
@@ -228,7 +229,7 @@ impl InstanceDiff {
 /// the waits.
 pub fn diff_instance(
     instance: &KuraInstance,
-    config: &OperatorConfig,
+    config: &Accepted,
     live: &Live,
     show_diff: bool,
 ) -> InstanceDiff {
@@ -327,7 +328,7 @@ fn rewrite_ingress_hosts(apply: &[ApplyOp], desired: &Desired, live: &Live) {
 pub fn follow_freed_hosts(
     shown: &[KuraInstance],
     diffs: &mut [InstanceDiff],
-    config: &OperatorConfig,
+    config: &Accepted,
     live: &Live,
     show_diff: bool,
 ) {

@@ -95,7 +95,7 @@ impl Report {
     /// shown whose restart the budget paces go `budget` at a time, in its order.
     pub fn with_budget(mut self, rollout: &RolloutConfig, fleet: usize) -> Report {
         let s = &mut self.summary;
-        if crate::reconcile::budget::never_binds(&rollout.max_unavailable, fleet) {
+        if kura_core::budget::never_binds(&rollout.max_unavailable, fleet) {
             for i in &mut self.instances {
                 i.waits_for_budget = false;
             }

@@ -28,12 +28,12 @@ regions:
     domain: kura.test
 ";
 
-fn config() -> OperatorConfig {
-    OperatorConfig::parse(CONFIG).unwrap()
+fn config() -> Accepted {
+    Accepted::new(OperatorConfig::parse(CONFIG).unwrap())
 }
 
-fn edited(from: &str, to: &str) -> OperatorConfig {
-    OperatorConfig::parse(&CONFIG.replace(from, to)).unwrap()
+fn edited(from: &str, to: &str) -> Accepted {
+    Accepted::new(OperatorConfig::parse(&CONFIG.replace(from, to)).unwrap())
 }
 
 fn instance(name: &str, spec: Value) -> KuraInstance {
@@ -145,7 +145,7 @@ impl Fleet {
         builder.finish(&instances)
     }
 
-    fn diff(&self, config: &OperatorConfig) -> InstanceDiff {
+    fn diff(&self, config: &Accepted) -> InstanceDiff {
         diff_instance(&self.instance, config, &self.live(false), false)
     }
 }
@@ -446,6 +446,51 @@ fn the_names_the_operator_reads_before_writing_are_read_and_a_taken_one_is_a_con
     assert_eq!(d.objects[0].action, Action::Update, "{d:?}");
 }
 
+/// An instance stalled by a name conflict: the operator tries again as soon
+/// as the names are free (`reconcile::name_wait`), and waits while one is
+/// held. The preview shows the attempt without the wait, and the names it
+/// reads say which: free, the creates stand; held, a name conflict.
+#[test]
+fn a_name_conflicts_stall_is_previewed_as_the_attempt_and_its_names_read() {
+    use kura_core::api::{Condition, ConditionStatus, RetryStatus};
+    let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
+    fleet.remove(ChildKind::ConfigMap, "acme-config");
+    let status = fleet.instance.status.as_mut().unwrap();
+    status.conditions.push(Condition {
+        type_: kura_core::api::conditions::STALLED.into(),
+        status: ConditionStatus::True,
+        reason: "NameConflict".into(),
+        message: "ConfigMap ns/acme-config exists and was not created by this instance".into(),
+        observed_generation: None,
+        last_transition_time: None,
+    });
+    status.retry = Some(RetryStatus {
+        failures: 1,
+        inputs_key: "any".into(),
+        last_error: "name conflict".into(),
+        last_failure_time: jiff::Timestamp::now().to_string(),
+    });
+    let d = fleet.diff(&config());
+    assert_eq!(changes(&d), ["+ ConfigMap acme-config"], "{d:?}");
+    let read: Vec<String> = super::names_to_read(&d)
+        .iter()
+        .map(|id| format!("{} {}", id.kind, id.name))
+        .collect();
+    assert_eq!(read, ["ConfigMap acme-config"]);
+    // Freed: the create stands.
+    let mut freed = d.clone();
+    super::names_found(&mut freed, super::NamesFound::default());
+    assert_eq!(freed.state, State::Changes);
+    // Still held: the stall goes on, nothing written.
+    let mut held = d;
+    super::names_taken(
+        &mut held,
+        vec!["ConfigMap ns/acme-config exists and was not created by this instance".into()],
+    );
+    assert_eq!(held.state, State::NameConflict);
+    assert!(held.objects.is_empty());
+}
+
 #[test]
 fn a_name_taken_by_someone_else_is_a_conflict() {
     let mut fleet = Fleet::converged(instance("acme", json!({})), &config());
@@ -572,7 +617,7 @@ fn workload_available(fleet: &mut Fleet, available: i64) {
 
 fn ready_on_its_generation(fleet: &mut Fleet) {
     // The budget binds only in a fleet it can hold back (of one instance, a
-    // budget of one holds nobody: `budget::never_binds`).
+    // budget of one holds nobody: `kura_core::budget::never_binds`).
     if fleet.others.is_empty() {
         fleet.others = ["x1", "x2", "x3"]
             .into_iter()

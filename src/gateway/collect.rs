@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
 use crate::context::Context;
 use crate::reconcile::prune::{gateway_user, ingress_classes};
-use crate::reconcile::stores::Stores;
+use crate::stores::Stores;
 use kube::runtime::reflector::Lookup;
 use kura_core::api::{KuraGateway, KuraInstance};
 use kura_core::config::OperatorConfig;
@@ -195,7 +195,7 @@ pub async fn sweep(ctx: &Context, namespace: Option<&str>) -> Vec<String> {
         // Only the shard that owns the gateway's namespace collects for it.
         if live.contains(uid)
             || namespace.is_some_and(|n| n != gw_namespace)
-            || !ctx.shards.acts_for(gw_namespace)
+            || !ctx.acting.shards.acts_for(gw_namespace)
             || !gateway_gone(ctx, gw_namespace, gw_name, uid).await
         {
             continue;
@@ -244,6 +244,7 @@ async fn delete_leftover(
     };
     let api = crate::reconcile::apply::dynamic_api(&ctx.client, &id);
     let result = ctx
+        .acting
         .shards
         .run(
             gw_namespace,

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kube::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Event;
 use tracing::Instrument;
@@ -33,6 +32,7 @@ use self::plan::Plan;
 use self::status::{Outcome, StatusInputs};
 use crate::context::Context;
 use crate::memory::Recall;
+use crate::pass::Error;
 use crate::reconcile::apply::{self};
 use crate::reconcile::{events, name_wait, status as shared_status};
 use kura_core::api::{KuraGateway, KuraGatewayStatus};
@@ -44,61 +44,6 @@ use kura_core::outcome::FailureClass;
 use kura_core::plan::{ApplyOp, ApplyReason, SETTLE, drift, until};
 use kura_core::render::hash::short;
 use kura_core::render::{Desired, ObjectId};
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A transient apply failure not reported in status yet (see
-    /// `RetryPolicy::transient_report_after`).
-    #[error("transient: {failure}")]
-    Transient { failure: Failure, failures: u32 },
-    /// Reading who uses the gateway, or deleting it, failed.
-    #[error("collecting: {failure}")]
-    Collect { failure: Failure, failures: u32 },
-    /// Removing an earlier release's finalizer failed.
-    #[error("migrating: {failure}")]
-    Migrate { failure: Failure, failures: u32 },
-    #[error("writing status: {source}")]
-    Status {
-        #[source]
-        source: kube::Error,
-        failures: u32,
-    },
-    #[error("the gateway has no namespace or name")]
-    Unnamed,
-}
-
-impl Error {
-    /// The metric label.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Error::Transient { .. } => "transient",
-            Error::Collect { .. } => "collect",
-            Error::Migrate { .. } => "migrate",
-            Error::Status { .. } => "status",
-            Error::Unnamed => "unnamed",
-        }
-    }
-
-    /// Consecutive failures, for the error policy's backoff.
-    pub fn failures(&self) -> u32 {
-        match self {
-            Error::Transient { failures, .. }
-            | Error::Collect { failures, .. }
-            | Error::Migrate { failures, .. }
-            | Error::Status { failures, .. } => *failures,
-            Error::Unnamed => 1,
-        }
-    }
-
-    pub fn failure(&self) -> Option<&Failure> {
-        match self {
-            Error::Transient { failure, .. }
-            | Error::Collect { failure, .. }
-            | Error::Migrate { failure, .. } => Some(failure),
-            _ => None,
-        }
-    }
-}
 
 /// The span of one reconcile of `gw`, as the instance's (`reconcile::span`):
 /// a trace of its own, the revision recorded once decided.
@@ -112,10 +57,16 @@ pub fn span(gw: &KuraGateway) -> tracing::Span {
         trace_id = tracing::field::Empty,
     );
     crate::traces::record_trace_id(&span);
+    crate::traces::name_object(
+        &span,
+        "kura.gateway.name",
+        gw.metadata.namespace.as_deref().unwrap_or_default(),
+        gw.metadata.name.as_deref().unwrap_or_default(),
+    );
     span
 }
 
-/// One pass for one gateway: migrate → decide → execute → status → write,
+/// One pass for one gateway: migrate → read and judge → execute → status → write,
 /// inside `span` ([`span`]).
 pub async fn reconcile(
     gw: Arc<KuraGateway>,
@@ -128,18 +79,18 @@ pub async fn reconcile(
     let now = Timestamp::now();
     migrate(&ctx, &gw, now).instrument(span.clone()).await?;
     if gw.metadata.deletion_timestamp.is_some() {
-        ctx.metrics.count_gateway("deleting");
+        ctx.report.metrics.count_gateway("deleting");
         return Ok(Action::await_change());
     }
-    let recall = ctx.gateway_memory.recall(&gw, SETTLE);
-    let decision = decide(&ctx, &gw, &recall, now)
+    let recall = ctx.memory.gateways.recall(&gw, SETTLE);
+    let decision = read_and_judge(&ctx, &gw, &recall, now)
         .instrument(tracing::info_span!(parent: span, "decide"))
         .await?;
     let revision = decision.desired().map(|d| short(&d.revision));
     span.record("revision", revision.unwrap_or_default().as_str());
     async {
         let Some((outcome, requeue)) = execute(&ctx, &gw, &decision, now).await? else {
-            ctx.metrics.count_gateway("collected");
+            ctx.report.metrics.count_gateway("collected");
             return Ok(Action::await_change());
         };
         let new_status = status::compute(&StatusInputs {
@@ -147,13 +98,13 @@ pub async fn reconcile(
             desired: decision.desired(),
             outcome: &outcome,
             user: decision.user.as_deref(),
-            policy: &ctx.policy,
+            policy: &ctx.settings.policy,
             now,
         });
         log_outcome(&outcome);
-        ctx.metrics.count_gateway(outcome.label());
+        ctx.report.metrics.count_gateway(outcome.label());
         if let Some(failure) = outcome.failure() {
-            ctx.metrics.record_failure(failure);
+            ctx.report.metrics.record_failure(failure);
         }
         write(
             &ctx,
@@ -178,7 +129,8 @@ async fn migrate(ctx: &Context, gw: &Arc<KuraGateway>, now: Timestamp) -> Result
         Ok(false) => {}
         Err(failure) => {
             let failures = ctx
-                .gateway_memory
+                .memory
+                .gateways
                 .transient_failure(gw, "migrate", now)
                 .failures;
             return Err(Error::Migrate { failure, failures });
@@ -188,7 +140,7 @@ async fn migrate(ctx: &Context, gw: &Arc<KuraGateway>, now: Timestamp) -> Result
 }
 
 /// The decision; a gateway about to be collected is asked about live first.
-async fn decide(
+async fn read_and_judge(
     ctx: &Context,
     gw: &KuraGateway,
     recall: &Recall<KuraGatewayStatus>,
@@ -198,12 +150,12 @@ async fn decide(
     let mut inputs = snapshot::Inputs {
         gw,
         config: &config,
-        roles: &ctx.gateway_roles,
+        roles: &ctx.settings.gateway_roles,
         stores: &ctx.stores,
         status: recall.status.clone(),
         recently_applied: recall.recently_applied.as_deref(),
         live_user: None,
-        policy: &ctx.policy,
+        policy: &ctx.settings.policy,
         now,
     };
     let decision = snapshot::decide_from(&inputs);
@@ -219,7 +171,8 @@ async fn decide(
 
 fn collect_failed(ctx: &Context, gw: &KuraGateway, failure: Failure, now: Timestamp) -> Error {
     let failures = ctx
-        .gateway_memory
+        .memory
+        .gateways
         .transient_failure(gw, "collect", now)
         .failures;
     Error::Collect { failure, failures }
@@ -261,7 +214,7 @@ async fn execute(
                     release,
                     key: decision.key.as_deref().unwrap_or_default(),
                 };
-                let done = rollout(ctx, gw, &decision.observed, desired, steps, now).await?;
+                let done = carry_out(ctx, gw, &decision.observed, desired, steps, now).await?;
                 return Ok(Some(done));
             }
             // Carried out with the apply it follows; the status is the report's.
@@ -279,12 +232,13 @@ async fn execute(
 fn wrote_nothing(ctx: &Context, decision: &GatewayDecision, now: Timestamp) -> (Outcome, Duration) {
     match (&decision.plan, &decision.rendered) {
         (Plan::Invalid(errors), _) | (Plan::Apply { .. }, Err(errors)) => {
-            (Outcome::Invalid(errors.clone()), ctx.resync)
+            (Outcome::Invalid(errors.clone()), ctx.settings.resync)
         }
         // Retried when the other object changes or goes (the watches map it here).
-        (Plan::NameConflict(conflicts), _) => {
-            (Outcome::NameConflict(conflicts.clone()), ctx.resync)
-        }
+        (Plan::NameConflict(conflicts), _) => (
+            Outcome::NameConflict(conflicts.clone()),
+            ctx.settings.resync,
+        ),
         (Plan::Backoff { at }, _) => (Outcome::Waiting, until(*at, now)),
         // A name conflict's stall ends when its names are free, which a pass
         // at each resync finds (`reconcile::name_wait`); any other's with its window.
@@ -294,7 +248,7 @@ fn wrote_nothing(ctx: &Context, decision: &GatewayDecision, now: Timestamp) -> (
             (
                 Outcome::Waiting,
                 if by_a_name {
-                    wait.min(ctx.resync)
+                    wait.min(ctx.settings.resync)
                 } else {
                     wait
                 },
@@ -306,7 +260,7 @@ fn wrote_nothing(ctx: &Context, decision: &GatewayDecision, now: Timestamp) -> (
             },
             until(*at, now),
         ),
-        (Plan::Converged, _) => (Outcome::Converged, ctx.resync),
+        (Plan::Converged, _) => (Outcome::Converged, ctx.settings.resync),
         (Plan::Settling, _) => (Outcome::Converged, SETTLE),
         (Plan::Collect, _) | (Plan::Apply { .. }, Ok(_)) => {
             unreachable!("a collection or an apply is carried out by its effects")
@@ -329,29 +283,20 @@ async fn write(
         .map(crate::reconcile::events::event)
         .collect();
     let worth = kura_core::status::worth(&observed.status, new_status, recall.since_status_written);
-    if ctx.refreshes.allows(worth, &ctx.metrics) {
-        let namespace = gw.metadata.namespace.as_deref().unwrap_or_default();
-        let name = gw.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<KuraGateway> = Api::namespaced(ctx.client.clone(), namespace);
-        let written = shared_status::write_status(&api, name, new_status, GATEWAY_FIELD_MANAGER)
-            .instrument(tracing::info_span!("status_write"))
-            .await;
-        ctx.metrics.status_write(written.as_ref().err());
-        match written {
-            Ok(rv) => ctx.gateway_memory.status_written(gw, rv, new_status),
-            Err(source) => {
-                events::publish(ctx, gw, vec![events::status_write_failed(&source)]);
-                let failures = ctx
-                    .gateway_memory
-                    .transient_failure(gw, "status", now)
-                    .failures;
-                return Err(Error::Status { source, failures });
-            }
-        }
+    if ctx.report.refreshes.allows(worth, &ctx.report.metrics) {
+        shared_status::write_and_remember(
+            ctx,
+            &ctx.memory.gateways,
+            gw,
+            new_status,
+            GATEWAY_FIELD_MANAGER,
+            now,
+        )
+        .await?;
     }
     events::publish(ctx, gw, news);
     if !outcome.failure().is_some_and(Failure::is_transient) {
-        ctx.gateway_memory.transient_over(gw);
+        ctx.memory.gateways.transient_over(gw);
     }
     Ok(())
 }
@@ -366,7 +311,7 @@ struct Steps<'a> {
 
 /// Applies what plan chose under the gateway's field manager, then releases
 /// what the instances' manager still holds of children of an earlier release.
-async fn rollout(
+async fn carry_out(
     ctx: &Context,
     gw: &KuraGateway,
     observed: &kura_core::gateway::observed::Observed,
@@ -401,7 +346,7 @@ async fn rollout(
     };
     match applied {
         Ok((fingerprints, released)) => {
-            ctx.gateway_memory.applied(gw, key);
+            ctx.memory.gateways.applied(gw, key);
             let inventory = drift::inventory_after(
                 &desired.objects,
                 &observed.children,
@@ -415,36 +360,45 @@ async fn rollout(
                 released,
                 inventory,
             };
-            Ok((outcome, ctx.resync))
+            Ok((outcome, ctx.settings.resync))
         }
-        Err(failure) if failure.is_transient() => {
-            let streak = ctx.gateway_memory.transient_failure(gw, key, now);
-            if streak.age() < ctx.policy.transient_report_after {
-                return Err(Error::Transient {
-                    failure,
-                    failures: streak.failures,
-                });
-            }
-            let jitter = kura_core::time::jitter(gw, streak.failures);
-            let delay = ctx.policy.transient_backoff(streak.failures, jitter);
-            Ok((Outcome::ApplyFailed { reasons, failure }, delay))
-        }
-        Err(failure) => {
-            let delay = match failure.class {
-                // Stalled at once, as an instance is, until its names are
-                // free (`reconcile::name_wait`).
-                FailureClass::NameConflict => {
-                    let waiter = name_wait::gateway_waiter(gw);
-                    name_wait::stall_on_names(ctx, desired, &observed.children, &waiter)
-                }
-                _ => {
-                    let failures = plan::failures_for(&observed.status, key).saturating_add(1);
-                    ctx.policy.wait_after(failures).0
-                }
-            };
-            Ok((Outcome::ApplyFailed { reasons, failure }, delay))
-        }
+        Err(failure) => failed(ctx, gw, (observed, desired), key, reasons, failure, now),
     }
+}
+
+/// A failed apply or release: a transient one quietly retried until it is
+/// old enough to report, a name conflict stalled at once until its names are
+/// free (`reconcile::name_wait`, as an instance is), any other under the
+/// retry budget.
+fn failed(
+    ctx: &Context,
+    gw: &KuraGateway,
+    (observed, desired): (&kura_core::gateway::observed::Observed, &Desired),
+    key: &str,
+    reasons: Vec<ApplyReason>,
+    failure: Failure,
+    now: Timestamp,
+) -> Result<(Outcome, Duration), Error> {
+    let delay = if failure.is_transient() {
+        let streak = ctx.memory.gateways.transient_failure(gw, key, now);
+        if streak.age() < ctx.settings.policy.transient_report_after {
+            return Err(Error::Transient {
+                failure,
+                failures: streak.failures,
+            });
+        }
+        let jitter = kura_core::time::jitter(gw, streak.failures);
+        ctx.settings
+            .policy
+            .transient_backoff(streak.failures, jitter)
+    } else if failure.class == FailureClass::NameConflict {
+        let waiter = name_wait::gateway_waiter(gw);
+        name_wait::stall_on_names(ctx, desired, &observed.children, &waiter)
+    } else {
+        let failures = plan::failures_for(&observed.status, key).saturating_add(1);
+        ctx.settings.policy.wait_after(failures).0
+    };
+    Ok((Outcome::ApplyFailed { reasons, failure }, delay))
 }
 
 fn log_outcome(outcome: &Outcome) {

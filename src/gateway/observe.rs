@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use crate::reconcile::observe::{live_child_as, owner};
-use crate::reconcile::stores::Stores;
+use crate::stores::Stores;
 use kura_core::api::{KuraGateway, KuraGatewayStatus};
 use kura_core::fields::applied_by;
 use kura_core::keys::{FIELD_MANAGER, GATEWAY_FIELD_MANAGER, LEGACY_GATEWAY_FINALIZER};

@@ -97,6 +97,7 @@ pub async fn confirm(
     let recall = asker
         .ctx
         .memory
+        .instances
         .endpoint_look(asker.instance, &target, asker.refresh);
     let asked = if recall.ask {
         ask(asker.ctx, asker.instance, &target).await
@@ -134,9 +135,12 @@ async fn ask(ctx: &Arc<Context>, instance: &KuraInstance, target: &Target) -> Op
     let (ctx, target) = (ctx.clone(), target.clone());
     tokio::spawn(async move {
         let answer = ctx.endpoint.check(&watched.namespace, &target).await;
-        ctx.metrics.endpoint_checked(&answer);
+        ctx.report.metrics.endpoint_checked(&answer);
         tracing::debug!(answer = ?answer, "endpoint checked");
-        let changed = ctx.memory.endpoint_answered(&uid, &target, answer.clone());
+        let changed = ctx
+            .memory
+            .instances
+            .endpoint_answered(&uid, &target, answer.clone());
         ctx.endpoint
             .addresses(|a| a.answered(watched, &uid, &answer, Instant::now()));
         if tx.send(answer).is_err() && changed {
@@ -171,7 +175,7 @@ pub async fn watch_addresses(ctx: Arc<Context>) {
     loop {
         tick.tick().await;
         let probes = ctx.endpoint.addresses(|a| {
-            a.retain(|uid| ctx.memory.has_endpoint(uid));
+            a.retain(|uid| ctx.memory.instances.has_endpoint(uid));
             a.round(Instant::now(), ADDRESS_ROUND)
         });
         let ctx = &ctx;
@@ -188,7 +192,7 @@ async fn probe_address(ctx: &Arc<Context>, probe: Probe) {
             .endpoint
             .check(&watched.namespace, &watched.target)
             .await;
-        ctx.metrics.endpoint_checked(&answer);
+        ctx.report.metrics.endpoint_checked(&answer);
         if !address_fails(&answer) {
             return;
         }
@@ -205,6 +209,7 @@ async fn probe_address(ctx: &Arc<Context>, probe: Probe) {
         // is each instance's as much as the asked one's.
         if ctx
             .memory
+            .instances
             .endpoint_answered(&uid, &watched.target, answer.clone())
         {
             let _ = ctx

@@ -64,7 +64,12 @@ pub fn status_write_failed(error: &kube::Error) -> Event {
 /// (`recorder::publish`).
 pub fn publish<K: Resource<DynamicType = ()>>(ctx: &Context, object: &Arc<K>, events: Vec<Event>) {
     let reference = object.object_ref(&());
-    crate::recorder::publish(ctx.client.clone(), ctx.reporter.clone(), reference, events);
+    crate::recorder::publish(
+        ctx.client.clone(),
+        ctx.report.reporter.clone(),
+        reference,
+        events,
+    );
 }
 
 /// A pause whose end has passed resumes the instance by itself: said once,

@@ -1,6 +1,6 @@
 //! The executor: carries out a decision's effects, in order, and turns what
 //! happened into an `Outcome` and the time to look again. It is where a
-//! pass's writes start: the apply and the prune (`rollout`), what the
+//! pass's writes start: the apply and the prune (`carry_out`), what the
 //! decision reserves (a host before an apply, a slot of the fleet budget for
 //! an admission: `reservations`, each checked again under its lock, since
 //! another pass may have taken it since the decision), and the hosts input
@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use super::carry_out;
 use super::reservations::{self, Ask};
-use super::{Error, rollout};
 use crate::context::Context;
+use crate::pass::Error;
+use kura_core::accepted::Accepted;
 use kura_core::api::{KuraInstance, RolloutState};
 use kura_core::claims::Conflict;
-use kura_core::config::OperatorConfig;
 use kura_core::judge::Effect;
 use kura_core::judge::instance::{InstanceDecision as Decision, Valid, Verdict};
 use kura_core::outcome::Outcome;
@@ -44,14 +45,14 @@ pub async fn execute(
     ctx: &Context,
     instance: &KuraInstance,
     decision: &Decision,
-    config: &OperatorConfig,
+    config: &Accepted,
     now: Timestamp,
 ) -> Result<(Outcome, Duration), Error> {
     let ask = Ask {
         instance,
         observed: &decision.observed,
         stores: &ctx.stores,
-        memory: &ctx.memory,
+        memory: &ctx.memory.instances,
         config,
         now,
     };
@@ -116,14 +117,14 @@ async fn apply_and_prune(
             _ => None,
         })
         .unwrap_or_default();
-    let steps = rollout::Steps {
+    let steps = carry_out::Steps {
         reasons: reasons.clone(),
         apply: kura_core::judge::ops(waves),
         prune,
         key: &valid.key,
         held: held.clone(),
     };
-    rollout::rollout(
+    carry_out::carry_out(
         ctx,
         instance,
         &decision.observed,
@@ -143,22 +144,25 @@ fn wrote_nothing(
     now: Timestamp,
 ) -> (Outcome, Duration) {
     let valid = match &decision.verdict {
-        Verdict::Invalid(errors) => return (Outcome::Invalid(errors.clone()), ctx.resync),
+        Verdict::Invalid(errors) => return (Outcome::Invalid(errors.clone()), ctx.settings.resync),
         Verdict::Valid(valid) => valid,
     };
     if let Some(conflict) = &valid.host_conflict {
         return host_conflict(ctx, conflict.clone(), now);
     }
     match &valid.plan {
-        Plan::Invalid(errors) => (Outcome::Invalid(errors.clone()), ctx.resync),
+        Plan::Invalid(errors) => (Outcome::Invalid(errors.clone()), ctx.settings.resync),
         // A pause with an end looks again when it ends.
         Plan::Paused => (Outcome::Paused, pause_recheck(ctx, instance, now)),
-        Plan::NameConflict(conflicts) => (Outcome::NameConflict(conflicts.clone()), ctx.resync),
+        Plan::NameConflict(conflicts) => (
+            Outcome::NameConflict(conflicts.clone()),
+            ctx.settings.resync,
+        ),
         // The deletion of the child wakes this instance (an owned watch); this
         // is the fallback.
         Plan::ChildTerminating(objects) => (
             Outcome::ChildTerminating(objects.clone()),
-            ctx.resync.min(TERMINATING_RECHECK),
+            ctx.settings.resync.min(TERMINATING_RECHECK),
         ),
         Plan::Backoff { at } => (Outcome::Waiting { stalled: false }, until(*at, now)),
         Plan::Stalled { at } => (
@@ -171,7 +175,7 @@ fn wrote_nothing(
             },
             until(*at, now),
         ),
-        Plan::Converged => (Outcome::Converged, ctx.resync),
+        Plan::Converged => (Outcome::Converged, ctx.settings.resync),
         Plan::Settling => (Outcome::Converged, kura_core::plan::SETTLE),
         Plan::Held(admission) => (
             Outcome::Held(admission.clone()),
@@ -188,7 +192,7 @@ fn wrote_nothing(
 fn stalled_recheck(ctx: &Context, decision: &Decision, at: Timestamp, now: Timestamp) -> Duration {
     let wait = until(at, now);
     if super::name_wait::stalled_by_a_name(&decision.observed.status.conditions) {
-        wait.min(ctx.resync)
+        wait.min(ctx.settings.resync)
     } else {
         wait
     }
@@ -197,8 +201,8 @@ fn stalled_recheck(ctx: &Context, decision: &Decision, at: Timestamp, now: Times
 fn host_conflict(ctx: &Context, conflict: Conflict, now: Timestamp) -> (Outcome, Duration) {
     // A reservation ends with no event to wake those waiting for it.
     let requeue = match conflict.ask_again_at() {
-        Some(at) => until(at, now).min(ctx.resync),
-        None => ctx.resync,
+        Some(at) => until(at, now).min(ctx.settings.resync),
+        None => ctx.settings.resync,
     };
     (Outcome::HostConflict(conflict), requeue)
 }
@@ -224,7 +228,9 @@ fn held_recheck(decision: &Decision, admission: &Admission, now: Timestamp) -> D
 
 fn pause_recheck(ctx: &Context, instance: &KuraInstance, now: Timestamp) -> Duration {
     match kura_core::window::pause(&instance.spec, now) {
-        kura_core::window::Pause::Paused { until: Some(at) } => until(at, now).min(ctx.resync),
-        _ => ctx.resync,
+        kura_core::window::Pause::Paused { until: Some(at) } => {
+            until(at, now).min(ctx.settings.resync)
+        }
+        _ => ctx.settings.resync,
     }
 }

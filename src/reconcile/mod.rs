@@ -1,16 +1,17 @@
 //! One reconcile of a `KuraInstance`, as a pipeline:
 //!
-//! recall → snapshot → judge → execute (rollout: apply, prune) → probe → status → write
+//! recall → snapshot → judge → execute (carry_out: apply, prune) → probe → status → write
 //!
 //! `snapshot` reads what the pass decides from (the caches, host claims, the
 //! fleet budget, memory); `kura_core::judge` decides from it, purely, the
 //! verdict and its effects, as the preview (`kura-operator diff`) does too.
-//! Only `execute` (through `rollout`'s apply and prune) and
+//! Only `execute` (through `carry_out`'s apply and prune) and
 //! `report::Pass::write` talk to the apiserver; probe reads the caches, and
 //! status::compute is pure.
 
 pub mod apply;
 pub mod budget;
+mod carry_out;
 pub mod endpoint_check;
 pub mod events;
 pub mod execute;
@@ -21,11 +22,8 @@ pub mod probe;
 pub mod prune;
 mod report;
 pub mod reservations;
-mod rollout;
 pub mod snapshot;
 pub mod status;
-/// Storage the live StatefulSet keeps (pure, in `kura-core`).
-pub use crate::stores::{self, labelled};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,57 +34,13 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use crate::context::Context;
+use crate::pass::Error;
 use crate::reconcile::snapshot::{Inputs, decide_from};
 use kura_core::api::KuraInstance;
 use kura_core::judge::Mode;
 use kura_core::judge::instance::{InstanceDecision, Verdict};
-use kura_core::outcome::Failure;
 use kura_core::plan::SETTLE;
 use kura_core::render::hash::short;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A transient failure not reported in status yet (see
-    /// `RetryPolicy::transient_report_after`); retried after the transient backoff.
-    #[error("transient: {failure}")]
-    Transient { failure: Failure, failures: u32 },
-    #[error("writing status: {source}")]
-    Status {
-        #[source]
-        source: kube::Error,
-        failures: u32,
-    },
-    #[error("the instance has no namespace or name")]
-    Unnamed,
-    /// The shared ledger of a sharded fleet (a budget slot, a host) could
-    /// not be read or written: nothing was reserved; retried.
-    #[error("reserving in the shared ledger: {0}")]
-    Ledger(#[source] kube::Error),
-}
-
-impl Error {
-    /// The metric label.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Error::Transient { failure, .. } => match failure.stage {
-                kura_core::outcome::Stage::Apply => "transient",
-                kura_core::outcome::Stage::Prune => "prune",
-            },
-            Error::Status { .. } => "status",
-            Error::Unnamed => "unnamed",
-            Error::Ledger(_) => "ledger",
-        }
-    }
-
-    /// Consecutive transient failures, for the error policy's backoff: the
-    /// same count memory keeps (one count, not one per caller).
-    pub fn failures(&self) -> u32 {
-        match self {
-            Error::Transient { failures, .. } | Error::Status { failures, .. } => *failures,
-            Error::Unnamed | Error::Ledger(_) => 1,
-        }
-    }
-}
 
 /// While waiting for activation, look again this often (watch events on the
 /// workload and ingresses usually come sooner).
@@ -107,6 +61,12 @@ pub fn span(instance: &KuraInstance) -> tracing::Span {
         trace_id = tracing::field::Empty,
     );
     crate::traces::record_trace_id(&span);
+    crate::traces::name_object(
+        &span,
+        "kura.instance.name",
+        instance.metadata.namespace.as_deref().unwrap_or_default(),
+        instance.metadata.name.as_deref().unwrap_or_default(),
+    );
     span
 }
 
@@ -120,7 +80,7 @@ fn recall_newest(
     ctx: &Context,
     instance: Arc<KuraInstance>,
 ) -> (Arc<KuraInstance>, crate::memory::Recall) {
-    let recall = ctx.memory.recall(&instance, SETTLE);
+    let recall = ctx.memory.instances.recall(&instance, SETTLE);
     if !recall.behind {
         return (instance, recall);
     }
@@ -130,7 +90,7 @@ fn recall_newest(
         .get(&kube::runtime::reflector::ObjectRef::from_obj(&*instance))
     {
         Some(newer) => {
-            let recall = ctx.memory.recall(&newer, SETTLE);
+            let recall = ctx.memory.instances.recall(&newer, SETTLE);
             (newer, recall)
         }
         None => (instance, recall),
@@ -154,14 +114,14 @@ pub async fn reconcile(
         tracing::info_span!("decide")
             .in_scope(|| decide_now(&ctx, &instance, &config, &recall, now))
     });
-    let origin = budget::origin(&decision.observed);
+    let origin = kura_core::budget::origin(&decision.observed);
     span.record(
         "revision",
         decision.revision().map(short).unwrap_or_default().as_str(),
     );
     span.record("origin", tracing::field::debug(origin));
     if crate::traces::exporting() && rolling_out(&decision, origin) {
-        crate::traces::link_rollout(span, &config.fleet_revision());
+        crate::traces::link_rollout(span, config.fleet_revision());
     }
     let pass = report::Pass {
         ctx: &ctx,
@@ -179,7 +139,7 @@ pub async fn reconcile(
             .await;
         let new_status = pass.status(&outcome, activation.as_ref());
         report::log_outcome(&outcome, &new_status);
-        ctx.metrics.record(&outcome, new_status.phase);
+        ctx.report.metrics.record(&outcome, new_status.phase);
         pass.write(&new_status, &outcome).await?;
         pass.after(&new_status, &outcome);
         Ok(Action::requeue(match activation {
@@ -210,7 +170,7 @@ fn rolling_out(decision: &InstanceDecision, origin: kura_core::api::Origin) -> b
 fn decide_now(
     ctx: &Context,
     instance: &KuraInstance,
-    config: &kura_core::config::OperatorConfig,
+    config: &kura_core::accepted::Accepted,
     recall: &crate::memory::Recall,
     now: Timestamp,
 ) -> InstanceDecision {
@@ -220,8 +180,8 @@ fn decide_now(
         stores: &ctx.stores,
         status: recall.status.clone(),
         recently_applied: recall.recently_applied.as_deref(),
-        memory: &ctx.memory,
+        memory: &ctx.memory.instances,
         now,
     };
-    decide_from(&inputs, &ctx.policy, Mode::Operate)
+    decide_from(&inputs, &ctx.settings.policy, Mode::Operate)
 }

@@ -88,7 +88,7 @@ pub fn stall_on_names(
     waiter: &Waiter,
 ) -> std::time::Duration {
     wait_for_names(&ctx.stores, desired, children, waiter);
-    ctx.resync.min(ctx.policy.stall_window())
+    ctx.settings.resync.min(ctx.settings.policy.stall_window())
 }
 
 /// The instance as a waiter for names.

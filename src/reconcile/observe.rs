@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::stores::Stores;
+use crate::stores::Stores;
 use kura_core::api::{InventoryEntry, KuraInstance, KuraInstanceStatus};
 use kura_core::keys::{
     ANNOTATION_ADOPT, ANNOTATION_GATEWAY_UID, ANNOTATION_REAPPLY_AT, ANNOTATION_REVISION,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
-use super::stores::Stores;
+use crate::stores::Stores;
 use kura_core::keys::ANNOTATION_REVISION;
 use kura_core::kind::ChildKind;
 use kura_core::render::Desired;

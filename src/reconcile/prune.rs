@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
 use super::apply::dynamic_api;
 use super::observe::owner;
-use super::stores::Stores;
+use crate::stores::Stores;
 use kura_core::api::KuraInstance;
 use kura_core::config::OperatorConfig;
 use kura_core::keys::{LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE};

@@ -5,17 +5,17 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use kube::Api;
-use tracing::Instrument;
 
 use super::probe::{self};
 use super::status;
-use super::{Error, budget, endpoint_check, events};
+use super::{budget, endpoint_check, events};
 use crate::context::Context;
 use crate::memory::Recall;
+use crate::pass::Error;
+use kura_core::accepted::Accepted;
 use kura_core::api::{KuraInstance, KuraInstanceStatus, RolloutState};
-use kura_core::config::OperatorConfig;
 use kura_core::judge::instance::InstanceDecision as Decision;
+use kura_core::keys::FIELD_MANAGER;
 use kura_core::outcome::Activation;
 use kura_core::outcome::Failure;
 use kura_core::outcome::Outcome;
@@ -27,7 +27,7 @@ use kura_core::status::StatusInputs;
 pub struct Pass<'a> {
     pub ctx: &'a Arc<Context>,
     pub instance: &'a Arc<KuraInstance>,
-    pub config: &'a OperatorConfig,
+    pub config: &'a Accepted,
     pub decision: &'a Decision,
     pub recall: &'a Recall,
     pub now: Timestamp,
@@ -48,8 +48,8 @@ impl Pass<'_> {
             instance: self.instance,
             was_ready: self.decision.observed.status.phase == Some(kura_core::api::Phase::Ready),
             refresh: crate::memory::Refresh {
-                answered: self.ctx.resync,
-                not_answered: super::ACTIVATION_RECHECK.min(self.ctx.resync),
+                answered: self.ctx.settings.resync,
+                not_answered: super::ACTIVATION_RECHECK.min(self.ctx.settings.resync),
             },
         };
         let region = self.config.regions.get(&self.instance.spec.region);
@@ -88,8 +88,8 @@ impl Pass<'_> {
             activation,
             pending_storage: decision.pending_storage.as_ref(),
             rollout: kura_core::status::RolloutInputs {
-                origin: budget::origin(observed),
-                fleet_revision: &self.config.fleet_revision(),
+                origin: kura_core::budget::origin(observed),
+                fleet_revision: self.config.fleet_revision(),
                 deadline: self.config.rollout.deadline(),
                 uncounted: observed.budget.budgeted
                     && matches!(
@@ -99,7 +99,7 @@ impl Pass<'_> {
                 gate: &observed.budget.gate,
             },
             pause: self.instance.spec.pause.as_ref(),
-            policy: &self.ctx.policy,
+            policy: &self.ctx.settings.policy,
             now: self.now,
         });
         let namespace = self
@@ -108,7 +108,7 @@ impl Pass<'_> {
             .namespace
             .as_deref()
             .unwrap_or_default();
-        status.shard = self.ctx.shards.label(namespace);
+        status.shard = self.ctx.acting.shards.label(namespace);
         status
     }
 
@@ -135,39 +135,30 @@ impl Pass<'_> {
         events.extend(events::deadline_overrode_window(observed, outcome));
         // Ignored entries are still in the live status: the write removes them.
         if !observed.ignored_inventory.is_empty()
-            || ctx.refreshes.allows(
+            || ctx.report.refreshes.allows(
                 kura_core::status::worth(
                     &observed.status,
                     new_status,
                     self.recall.since_status_written,
                 ),
-                &ctx.metrics,
+                &ctx.report.metrics,
             )
         {
-            let namespace = instance.metadata.namespace.as_deref().unwrap_or_default();
-            let name = instance.metadata.name.as_deref().unwrap_or_default();
             if left_the_budget(&observed.status, new_status) {
                 // Before the write that frees the slot (`reservations`).
                 super::reservations::of(ctx)
                     .end_admission(instance, self.config)
                     .await;
             }
-            let api: Api<KuraInstance> = Api::namespaced(ctx.client.clone(), namespace);
-            let written = status::write(&api, name, new_status)
-                .instrument(tracing::info_span!("status_write"))
-                .await;
-            ctx.metrics.status_write(written.as_ref().err());
-            match written {
-                Ok(rv) => ctx.memory.status_written(instance, rv, new_status),
-                Err(source) => {
-                    events::publish(ctx, instance, vec![events::status_write_failed(&source)]);
-                    let streak = ctx.memory.transient_failure(instance, "status", now);
-                    return Err(Error::Status {
-                        source,
-                        failures: streak.failures,
-                    });
-                }
-            }
+            status::write_and_remember(
+                ctx,
+                &ctx.memory.instances,
+                instance,
+                new_status,
+                FIELD_MANAGER,
+                now,
+            )
+            .await?;
             tracing::debug!(changed = ?kura_core::status::changes(&observed.status, new_status), "status written");
         }
         events::publish(ctx, instance, events);
@@ -181,7 +172,7 @@ impl Pass<'_> {
             budget::wake_next(self.ctx, self.config, self.now);
         }
         if !outcome.failure().is_some_and(Failure::is_transient) {
-            self.ctx.memory.transient_over(self.instance);
+            self.ctx.memory.instances.transient_over(self.instance);
         }
     }
 }

@@ -13,9 +13,9 @@ use crate::memory::Memory;
 use crate::reconcile::budget;
 use crate::shards::ledger::Ledgers;
 use crate::stores::Stores;
+use kura_core::accepted::Accepted;
 use kura_core::api::KuraInstance;
 use kura_core::claims::Conflict;
-use kura_core::config::OperatorConfig;
 use kura_core::plan::Observed;
 use kura_core::rollout::Admission;
 
@@ -26,7 +26,7 @@ pub struct Ask<'a> {
     pub observed: &'a Observed,
     pub stores: &'a Stores,
     pub memory: &'a Memory,
-    pub config: &'a OperatorConfig,
+    pub config: &'a Accepted,
     pub now: Timestamp,
 }
 
@@ -52,14 +52,14 @@ pub trait Reservations: Send + Sync {
     fn end_admission<'a>(
         &'a self,
         instance: &'a KuraInstance,
-        config: &'a OperatorConfig,
+        config: &'a Accepted,
     ) -> BoxFuture<'a, ()>;
 }
 
 /// The reservations of this process's passes: with one shard, this
 /// process's memory and claims index; with several, the shared ledgers.
 pub fn of(ctx: &Context) -> &dyn Reservations {
-    match &ctx.ledgers {
+    match &ctx.acting.ledgers {
         Some(ledgers) => ledgers,
         None => &ThisProcess,
     }
@@ -84,11 +84,7 @@ impl Reservations for ThisProcess {
     }
 
     /// Memory lets an admission go once the cache shows it.
-    fn end_admission<'a>(
-        &'a self,
-        _: &'a KuraInstance,
-        _: &'a OperatorConfig,
-    ) -> BoxFuture<'a, ()> {
+    fn end_admission<'a>(&'a self, _: &'a KuraInstance, _: &'a Accepted) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 }
@@ -134,13 +130,13 @@ impl Reservations for Ledgers {
     fn end_admission<'a>(
         &'a self,
         instance: &'a KuraInstance,
-        config: &'a OperatorConfig,
+        config: &'a Accepted,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Some(uid) = &instance.metadata.uid else {
                 return;
             };
-            let key = budget::order_key(instance, config);
+            let key = kura_core::budget::order_key(instance, config);
             let key = format!("{}/{}", key.namespace, key.name);
             if let Err(e) = self.budget.remove(&key, uid).await {
                 tracing::warn!(error = %e, "could not end the admission in the shared ledger; it ends by itself within a minute");

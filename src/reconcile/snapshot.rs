@@ -11,8 +11,8 @@ use jiff::Timestamp;
 use crate::memory::Memory;
 use crate::reconcile::{budget, name_wait, observe};
 use crate::stores::Stores;
+use kura_core::accepted::Accepted;
 use kura_core::api::{KuraInstance, KuraInstanceStatus};
-use kura_core::config::OperatorConfig;
 use kura_core::judge::Mode;
 use kura_core::judge::instance::{InstanceDecision, InstanceSnapshot, judge_instance, prepare};
 use kura_core::plan::{BudgetView, RetryPolicy};
@@ -20,7 +20,7 @@ use kura_core::plan::{BudgetView, RetryPolicy};
 /// Where the snapshot is read from.
 pub struct Inputs<'a> {
     pub instance: &'a KuraInstance,
-    pub config: &'a OperatorConfig,
+    pub config: &'a Accepted,
     /// The caches (the operator's reflectors, or the preview's lists).
     pub stores: &'a Stores,
     /// The status to decide from: the cache's, or the one this process wrote

@@ -1,19 +1,59 @@
 //! `status`: the new status is computed in `kura_core::status` (pure); here it
-//! is written, only when it changed (I/O). The write never triggers another
-//! reconcile: the instance watch passes only generation and annotation changes.
+//! is written, only when it changed (I/O), the same way for both kinds. The
+//! write never triggers another reconcile: each kind's watch passes only what
+//! its decision reads (spec, annotations), not its own status writes.
 
+use std::sync::Arc;
+
+use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
+use tracing::Instrument;
 
-use kura_core::api::{KuraInstance, KuraInstanceStatus};
-use kura_core::keys::FIELD_MANAGER;
+use crate::context::Context;
+use crate::memory::{Memory, Remembered};
+use crate::pass::Error;
+use crate::reconcile::events;
 
-/// Returns the resourceVersion the instance has after the write.
-pub async fn write(
-    api: &Api<KuraInstance>,
-    name: &str,
-    status: &KuraInstanceStatus,
-) -> Result<Option<String>, kube::Error> {
-    write_status(api, name, status, FIELD_MANAGER).await
+/// Writes `new_status` of `object` under `manager` ([`write_status`]), and
+/// what the write leaves, the same for both kinds: memory keeps the status
+/// written and its resourceVersion; a failed write is an Event of its own
+/// and a transient failure of the object.
+pub async fn write_and_remember<K>(
+    ctx: &Context,
+    memory: &Memory<K>,
+    object: &Arc<K>,
+    new_status: &K::Status,
+    manager: &str,
+    now: Timestamp,
+) -> Result<(), Error>
+where
+    K: Remembered
+        + kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + kube::CustomResourceExt
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::Status: serde::Serialize,
+{
+    let meta = object.meta();
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let name = meta.name.as_deref().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
+    let written = write_status(&api, name, new_status, manager)
+        .instrument(tracing::info_span!("status_write"))
+        .await;
+    ctx.report.metrics.status_write(written.as_ref().err());
+    match written {
+        Ok(rv) => {
+            memory.status_written(object, rv, new_status);
+            Ok(())
+        }
+        Err(source) => {
+            events::publish(ctx, object, vec![events::status_write_failed(&source)]);
+            let failures = memory.transient_failure(object, "status", now).failures;
+            Err(Error::Status { source, failures })
+        }
+    }
 }
 
 /// The status of any of the operator's kinds, under `manager`; returns the

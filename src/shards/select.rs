@@ -75,7 +75,7 @@ pub enum Probe {
 }
 
 /// The filter for `choice` given what the probe saw; one shard needs none.
-pub fn decide(choice: Choice, shards: Shards, probe: Option<&Probe>) -> Filter {
+pub fn filter_for(choice: Choice, shards: Shards, probe: Option<&Probe>) -> Filter {
     if shards.count() == 1 {
         return Filter::Client;
     }
@@ -116,13 +116,13 @@ pub async fn probe(client: &Client, shards: Shards, url: &str) -> Probe {
     }
 }
 
-/// Probe when `choice` asks for it, decide, and say which filter is used.
+/// Probe when `choice` asks for it, choose, and say which filter is used.
 pub async fn choose(choice: Choice, shards: Shards, client: &Client, url: &str) -> Filter {
     let probed = match (choice, shards.count()) {
         (Choice::Auto, n) if n > 1 => Some(probe(client, shards, url).await),
         _ => None,
     };
-    let filter = decide(choice, shards, probed.as_ref());
+    let filter = filter_for(choice, shards, probed.as_ref());
     tracing::info!(filter = filter.name(), probe = ?probed, shards = shards.count(), "shard filter");
     filter
 }
@@ -269,29 +269,29 @@ mod tests {
     fn the_server_filters_only_where_it_said_it_applied_the_selector() {
         let four = Shards::new(4).unwrap();
         assert_eq!(
-            decide(Choice::Auto, four, Some(&Probe::Served)),
+            filter_for(Choice::Auto, four, Some(&Probe::Served)),
             Filter::Server
         );
         // Without the gate the apiserver drops the parameter: a whole list.
         assert_eq!(
-            decide(Choice::Auto, four, Some(&Probe::Ignored)),
+            filter_for(Choice::Auto, four, Some(&Probe::Ignored)),
             Filter::Client
         );
         assert_eq!(
-            decide(Choice::Auto, four, Some(&Probe::Failed(400))),
+            filter_for(Choice::Auto, four, Some(&Probe::Failed(400))),
             Filter::Client
         );
-        assert_eq!(decide(Choice::Auto, four, None), Filter::Client);
+        assert_eq!(filter_for(Choice::Auto, four, None), Filter::Client);
         assert_eq!(
-            decide(Choice::Server, four, Some(&Probe::Ignored)),
+            filter_for(Choice::Server, four, Some(&Probe::Ignored)),
             Filter::Server
         );
         assert_eq!(
-            decide(Choice::Client, four, Some(&Probe::Served)),
+            filter_for(Choice::Client, four, Some(&Probe::Served)),
             Filter::Client
         );
         assert_eq!(
-            decide(Choice::Server, Shards::ONE, None),
+            filter_for(Choice::Server, Shards::ONE, None),
             Filter::Client,
             "one shard: nothing to filter"
         );

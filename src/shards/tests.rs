@@ -277,3 +277,36 @@ async fn a_held_gate_acts_for_nothing_and_its_release_is_an_acquisition() {
         .expect("released: everything is reconciled");
     assert_eq!(g.run(&ns, async { 2 }).await, Some(2));
 }
+
+/// Work that spans shards (the sweep of leftover classes) asks the gate
+/// too, the one answer to "may I act?": it runs while one shard at least is
+/// acted for, never on a held gate (an incompatible CRD), and is dropped in
+/// flight when the last shard goes.
+#[tokio::test]
+async fn work_across_shards_runs_only_while_one_is_acted_for() {
+    let g = gate(2);
+    assert!(!g.acts_for_any());
+    assert_eq!(g.run_while_acting(async { 1 }).await, None, "a standby");
+    holds(&g, 1);
+    assert!(g.acts_for_any());
+    assert_eq!(g.run_while_acting(async { 2 }).await, Some(2));
+    g.hold(true);
+    assert_eq!(g.run_while_acting(async { 3 }).await, None, "held");
+    g.hold(false);
+
+    let (step_tx, step_rx) = tokio::sync::oneshot::channel::<()>();
+    let wrote = std::sync::atomic::AtomicBool::new(false);
+    let work = async {
+        let _ = step_rx.await;
+        wrote.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let lose = async {
+        tokio::task::yield_now().await;
+        g.set(&g.holding, 1, false);
+        g.set_leased(1, false);
+        let _ = step_tx.send(());
+    };
+    let (out, ()) = tokio::join!(g.run_while_acting(work), lose);
+    assert_eq!(out, None, "dropped when the last shard goes");
+    assert!(!wrote.load(std::sync::atomic::Ordering::SeqCst));
+}

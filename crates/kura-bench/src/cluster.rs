@@ -66,7 +66,14 @@ impl Bench {
             .and_then(|s| s.user_info)
             .and_then(|u| u.username)
             .unwrap_or_default();
-        let suffix = jiff::Timestamp::now().as_millisecond() % 1_000_000_000;
+        // Unique per process too: two runs started in the same millisecond
+        // (the smoke tests run side by side) must not share a class or a
+        // namespace, nor clean up each other's.
+        let suffix = format!(
+            "{}-{}",
+            jiff::Timestamp::now().as_millisecond() % 1_000_000_000,
+            std::process::id()
+        );
         let bench = Bench {
             client,
             kubeconfig: args.kubeconfig.clone(),
@@ -84,7 +91,9 @@ impl Bench {
             endpoint_check_setting: !args.without_endpoint_check_setting,
         };
         std::fs::create_dir_all(&bench.workdir)?;
-        if let Err(e) = bench.create_objects().await {
+        // A class of that name that is not this run's is left alone.
+        bench.create_class().await?;
+        if let Err(e) = bench.create_namespaces().await {
             bench.cleanup().await;
             return Err(e);
         }
@@ -99,13 +108,17 @@ impl Bench {
         Ok(bench)
     }
 
-    async fn create_objects(&self) -> BenchResult<()> {
+    async fn create_class(&self) -> BenchResult<()> {
         let classes: Api<IngressClass> = Api::all(self.client.clone());
         let class = serde_json::from_value(json!({
             "metadata": {"name": self.class},
             "spec": {"controller": "kura.dev/sim-ingress"},
         }))?;
         classes.create(&PostParams::default(), &class).await?;
+        Ok(())
+    }
+
+    async fn create_namespaces(&self) -> BenchResult<()> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         for name in self.all_namespaces() {
             let ns = serde_json::from_value(json!({"metadata": {"name": name}}))?;

@@ -5,13 +5,14 @@
 //! - vocabulary: `api` (the CRD types), `kind` (`ChildKind`), `keys`, `names`
 //! - whether an installed CRD serves what this build reads and writes:
 //!   `crd_compat`
-//! - inputs: `config`, `validate` (with `rules`)
+//! - inputs: `config`, `validate` (with `rules`), `accepted` (a configuration
+//!   accepted, with its fleet revision)
 //! - the endpoint check's verdict: `endpoint` (the request is the operator's)
 //! - rendering: `render` (canonical manifests, hashes, the revision)
 //! - the decision of a pass as a value: `judge` (a snapshot in, the verdict
 //!   and its effects out)
 //! - decisions: `plan` (an instance's state machine), `rollout` (the fleet
-//!   budget's rules), `claims` (who holds a host), `status_trust`
+//!   budget's rules), `budget` (an instance as a member of the fleet), `claims` (who holds a host), `status_trust`
 //! - sharing a fleet between replicas: `shard` (the shard of a namespace,
 //!   which shards a replica holds, the ledger of reservations)
 //! - arithmetic: `time`, `retry`, `window` (maintenance windows, deadlines,
@@ -25,7 +26,9 @@
 // a scenario reads best in one piece.
 #![cfg_attr(test, allow(clippy::too_many_lines))]
 
+pub mod accepted;
 pub mod api;
+pub mod budget;
 pub mod cached_sts;
 pub mod claims;
 pub mod compact;

@@ -24,7 +24,9 @@
 //! leaves `a` after it resumed past its Lease; never two leaders at once;
 //! objects that are not the operator's (a ConfigMap and a Service beside
 //! each fleet) are never deleted or replaced; no instance says Ready for
-//! longer than two resyncs while its StatefulSet has no available pod; and
+//! longer than two resyncs while its StatefulSet has no available pod (after
+//! convergence, and once more after the test, playing the kubelet, takes one
+//! Ready instance's pods out of service); and
 //! what both replicas wrote to the fleet's children after the edit is what
 //! `diff` predicted before it (the edit and the prediction are made with
 //! both replicas stopped, as in the preview property test): exactly; after
@@ -41,10 +43,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::faults::api_proxy::{ApiProxy, Trap};
@@ -576,6 +578,137 @@ async fn ready_but_unavailable(
     }
 }
 
+/// Ready followed into an outage: one Ready instance of `namespaces` (drawn
+/// by `rng`) loses its workload, and must stop saying Ready within two
+/// resyncs of its StatefulSet showing no available pod; its pods are then
+/// replaced and it must say Ready again before the next step (which
+/// `diff` predicts from the fleet as it is). The test plays the kubelet:
+/// the plane's simulated one (kura-sim) is told to leave the namespace
+/// alone (`sim.kura.dev/kubelet=off`), and the pods are marked not Ready
+/// through their status, as a kubelet does when a readiness probe fails.
+/// What it found wrong.
+async fn ready_follows_an_outage(
+    client: &Client,
+    namespaces: &[String],
+    rng: &mut Rng,
+) -> Vec<String> {
+    let mut ready = Vec::new();
+    for ns in namespaces {
+        let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
+        for i in instances.list(&Default::default()).await.unwrap().items {
+            if i.status
+                .as_ref()
+                .is_some_and(|s| s.phase == Some(Phase::Ready))
+            {
+                ready.push((ns.clone(), i.metadata.name.unwrap_or_default()));
+            }
+        }
+    }
+    if ready.is_empty() {
+        return Vec::new();
+    }
+    let (ns, name) = ready[rng.below(ready.len())].clone();
+    let instances: Api<KuraInstance> = Api::namespaced(client.clone(), &ns);
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let kubelet = |off: bool| json!({"metadata": {"labels": {"sim.kura.dev/kubelet": if off { json!("off") } else { json!(null) }}}});
+    let namespaces_api: Api<Namespace> = Api::all(client.clone());
+    namespaces_api
+        .patch(&ns, &PatchParams::default(), &Patch::Merge(kubelet(true)))
+        .await
+        .unwrap();
+    let selector = format!("{}={name}", kura_core::keys::LABEL_INSTANCE);
+    let listed = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap();
+    let not_ready = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "ReadinessProbeFailed"},
+        {"type": "ContainersReady", "status": "False", "reason": "ReadinessProbeFailed"},
+    ]}});
+    for pod in &listed.items {
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        pods.patch_status(
+            &pod_name,
+            &PatchParams::default(),
+            &Patch::Strategic(&not_ready),
+        )
+        .await
+        .unwrap();
+    }
+    let mut found = Vec::new();
+    let unavailable = wait_until(Duration::from_secs(30), || async {
+        sets.get_opt(&name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|s| s.status)
+            .is_some_and(|s| s.available_replicas.unwrap_or(0) == 0)
+    })
+    .await;
+    if unavailable {
+        // Two resyncs (3 s each), counted from the StatefulSet's report.
+        let stood_down = wait_until(Duration::from_secs(6), || async {
+            says_ready(&instances, &name).await == Some(false)
+        })
+        .await;
+        if !stood_down {
+            found.push(format!(
+                "{ns}/{name} still says Ready 6 s after its StatefulSet reported no available pod"
+            ));
+        }
+    } else {
+        found.push(format!(
+            "harness: {ns}/{name}'s StatefulSet never reported its pods unavailable"
+        ));
+    }
+    // Over: new pods, which the simulated kubelet marks Ready again.
+    namespaces_api
+        .patch(&ns, &PatchParams::default(), &Patch::Merge(kubelet(false)))
+        .await
+        .unwrap();
+    for pod in listed.items {
+        let _ = pods
+            .delete(&pod.metadata.name.unwrap_or_default(), &Default::default())
+            .await;
+    }
+    let again = wait_until(Duration::from_secs(90), || async {
+        says_ready(&instances, &name).await == Some(true)
+    })
+    .await;
+    if !again {
+        found.push(format!(
+            "{ns}/{name} did not say Ready again within 90 s of its workload coming back"
+        ));
+    }
+    found
+}
+
+/// Whether instance `name`'s status says Ready; `None` when it cannot be read
+/// or has no status yet.
+async fn says_ready(instances: &Api<KuraInstance>, name: &str) -> Option<bool> {
+    let status = instances.get_opt(name).await.ok().flatten()?.status?;
+    Some(status.phase == Some(Phase::Ready))
+}
+
+/// Whether `check` holds before `within` has passed, asked every 200 ms.
+async fn wait_until<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await; // the polling period
+    }
+}
+
 /// `wrote` has the objects and actions of `predicted`, each action once or
 /// more, and nothing else (an update may repeat a create or an update).
 fn same_but_resent(predicted: &Writes, wrote: &Writes) -> bool {
@@ -675,6 +808,7 @@ async fn perturbed_fleets_converge_and_no_stalled_leader_writes() {
             found.extend(
                 ready_but_unavailable(&h.client, &namespaces, Duration::from_secs(6)).await,
             );
+            found.extend(ready_follows_an_outage(&h.client, &namespaces, &mut rng).await);
             for f in found {
                 failures.push(format!("{label}: {what}\n  {f}"));
             }

@@ -149,6 +149,12 @@ async fn a_reconcile_is_a_trace_of_its_steps_named_in_the_log_and_the_histogram(
     assert!(position("probe") < position("status_write"), "{names:?}");
     let a = &root.span.attributes;
     assert_eq!(attribute(a, "revision"), status.applied_revision_short);
+    // OpenTelemetry's name for the namespace; the instance under `kura.`.
+    assert_eq!(
+        attribute(a, "k8s.namespace.name").as_deref(),
+        Some(ns.name.as_str())
+    );
+    assert_eq!(attribute(a, "kura.instance.name").as_deref(), Some("acme"));
     assert_eq!(attribute(a, "origin").as_deref(), Some("User"));
     // The user's own change is no fleet rollout: no link.
     assert!(root.span.links.is_empty(), "{:?}", root.span.links);
@@ -215,10 +221,10 @@ async fn a_fleet_rollout_links_its_instances_reconciles_to_one_trace() {
     // fleet rollout.
     let changed = config(&ns.name, "host", "example.com/none").replace("kura.test", "kura2.test");
     op.set_config(&changed);
-    let fleet_revision = kura_core::config::OperatorConfig::parse(&changed)
-        .unwrap()
-        .fleet_revision();
-    let rollout = kura_operator::traces::rollout_context(&fleet_revision);
+    let accepted = kura_core::accepted::Accepted::new(
+        kura_core::config::OperatorConfig::parse(&changed).unwrap(),
+    );
+    let rollout = kura_operator::traces::rollout_context(accepted.fleet_revision());
     let rollout_trace = hex(&rollout.trace_id().to_bytes());
     for name in ["acme", "globex"] {
         let linked = wait_for(
@@ -239,9 +245,29 @@ async fn a_fleet_rollout_links_its_instances_reconciles_to_one_trace() {
         assert_eq!(hex(&linked.trace_id), rollout_trace, "{name}");
         assert_eq!(
             attribute(&linked.attributes, "kura.fleet_revision").as_deref(),
-            Some(fleet_revision.as_str())
+            Some(accepted.fleet_revision())
         );
     }
+    // The rollout's own span, under the ids the links name: a backend
+    // searched for the rollout's trace id finds a span, sent once by this
+    // process however many reconciles link to it.
+    let sent = wait_for("the fleet_rollout span", T, || {
+        let found: Vec<Received> = receiver
+            .spans()
+            .into_iter()
+            .filter(|r| r.span.name == "fleet_rollout")
+            .collect();
+        async move { (!found.is_empty()).then_some(found) }
+    })
+    .await;
+    assert_eq!(sent.len(), 1, "once per process and revision");
+    let span = &sent[0].span;
+    assert_eq!(hex(&span.trace_id), rollout_trace);
+    assert_eq!(hex(&span.span_id), hex(&rollout.span_id().to_bytes()));
+    assert_eq!(
+        attribute(&span.attributes, "kura.fleet_revision").as_deref(),
+        Some(accepted.fleet_revision())
+    );
     delete_shared_class(&classes, &ns).await;
 }
 

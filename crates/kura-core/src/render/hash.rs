@@ -222,27 +222,3 @@ pub fn spec_hash(spec: &crate::api::KuraInstanceSpec) -> String {
 pub fn short(revision: &str) -> String {
     revision.chars().take(12).collect()
 }
-
-impl crate::config::OperatorConfig {
-    /// Identifies what the operator would originate with this configuration
-    /// and this release: the instances of one operator-originated rollout share
-    /// it (`crate::rollout`). The `rollout` section itself renders nothing, so
-    /// it is left out: tuning the budget is not a new rollout.
-    pub fn fleet_revision(&self) -> String {
-        let mut value = serde_json::to_value(self).expect("the configuration serialises");
-        if let Some(map) = value.as_object_mut() {
-            map.remove("rollout");
-            // What renders nothing is no new rollout: when a change may go
-            // (the maintenance window) and the endpoint check of each region.
-            if let Some(regions) = map.get_mut("regions").and_then(|r| r.as_object_mut()) {
-                for region in regions.values_mut().filter_map(|r| r.as_object_mut()) {
-                    region.remove("maintenanceWindow");
-                    region.remove("endpointCheck");
-                }
-            }
-        }
-        let mut bytes = crate::render::canonical_json(&value);
-        bytes.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
-        crate::render::hash::hex_sha256(&bytes)[..16].to_string()
-    }
-}

@@ -165,21 +165,6 @@ fn rejects_endpoint_check_port_zero() {
     assert_config_rejected(edit, "regions.eu-west-1.endpointCheck.port", "1 to 65535");
 }
 
-/// The endpoint check renders nothing: turning it off (or moving it) is no
-/// fleet rollout.
-#[test]
-fn the_endpoint_check_is_not_in_the_fleet_revision() {
-    let before = OperatorConfig::parse(EXAMPLE_CONFIG).unwrap();
-    for check in ["{enabled: false}", "{port: 8080, path: /health}"] {
-        let after = OperatorConfig::parse(&edited(|c| {
-            eu(c)["endpointCheck"] = serde_yaml::from_str(check).unwrap()
-        }))
-        .unwrap();
-        assert_ne!(before, after, "{check} is read");
-        assert_eq!(before.fleet_revision(), after.fleet_revision(), "{check}");
-    }
-}
-
 /// On by default: a region that says nothing of the check (the example
 /// configuration's) is checked on port 80 at /up, and one that names only a
 /// port or a path is checked too. Only `enabled: false` turns it off.

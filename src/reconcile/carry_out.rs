@@ -17,8 +17,9 @@ use tracing::Instrument;
 
 use super::apply::{self, For};
 use super::prune::{self, PruneFor};
-use super::{ACTIVATION_RECHECK, Error, name_wait};
+use super::{ACTIVATION_RECHECK, name_wait};
 use crate::context::Context;
+use crate::pass::Error;
 use kura_core::api::{InventoryEntry, KuraInstance};
 use kura_core::outcome::Outcome;
 use kura_core::outcome::TransientStreak;
@@ -36,7 +37,7 @@ pub struct Steps<'a> {
     pub held: Option<kura_core::rollout::Admission>,
 }
 
-pub async fn rollout(
+pub async fn carry_out(
     ctx: &Context,
     instance: &KuraInstance,
     observed: &Observed,
@@ -78,7 +79,7 @@ pub async fn rollout(
                 ));
             }
         };
-    ctx.memory.applied(instance, key);
+    ctx.memory.instances.applied(instance, key);
     let config = ctx.config();
     let target = PruneFor {
         uid,
@@ -88,7 +89,7 @@ pub async fn rollout(
     let pruned = prune::prune(&ctx.client, &ctx.stores, &target, &stale, &config)
         .instrument(tracing::info_span!("prune", objects = stale.len()))
         .await;
-    ctx.faults.after_apply();
+    ctx.settings.faults.after_apply();
     let inventory = inventory_after(observed, desired, &fingerprints, &pruned.remaining);
     let sent = ops.iter().map(|op| op.id.to_string()).collect();
     let (streak, delay) = match &pruned.failure {
@@ -146,8 +147,8 @@ fn quiet_or_report(
     failure: &kura_core::outcome::Failure,
     now: Timestamp,
 ) -> Result<TransientStreak, Error> {
-    let streak = ctx.memory.transient_failure(instance, key, now);
-    if streak.age() < ctx.policy.transient_report_after {
+    let streak = ctx.memory.instances.transient_failure(instance, key, now);
+    if streak.age() < ctx.settings.policy.transient_report_after {
         return Err(Error::Transient {
             failure: failure.clone(),
             failures: streak.failures,
@@ -157,7 +158,7 @@ fn quiet_or_report(
 }
 
 fn transient_delay(ctx: &Context, instance: &KuraInstance, streak: &TransientStreak) -> Duration {
-    ctx.policy.transient_backoff(
+    ctx.settings.policy.transient_backoff(
         streak.failures,
         kura_core::time::jitter(instance, streak.failures),
     )
@@ -166,7 +167,7 @@ fn transient_delay(ctx: &Context, instance: &KuraInstance, streak: &TransientStr
 /// The wait after one more failure of these inputs: the same count status records.
 fn budgeted_delay(ctx: &Context, observed: &Observed, key: &str) -> Duration {
     let failures = failures_for(&observed.status, key).saturating_add(1);
-    ctx.policy.wait_after(failures).0
+    ctx.settings.policy.wait_after(failures).0
 }
 
 /// The inventory after an apply: every desired object with the fingerprint of
