@@ -1,6 +1,6 @@
 //! Logs and traces. Traces are OpenTelemetry spans of each reconcile, exported
-//! over OTLP/HTTP (protobuf) when the standard `OTEL_*` environment asks for
-//! them, and off otherwise: then there is no exporter, no thread and no layer,
+//! over OTLP/HTTP (protobuf; plain or TLS, `tls`) when the standard `OTEL_*`
+//! environment asks for them, and off otherwise: then there is no exporter, no thread and no layer,
 //! and a span costs what a `tracing` span costs.
 //!
 //! The spans: `reconcile` (namespace, instance, revision, origin) with the
@@ -16,6 +16,8 @@
 //! reconcile carrying the same rollout links to the same id, and a backend
 //! finds them all from one. Under those ids each process exports the
 //! rollout's own span, `fleet_rollout`, once per revision.
+
+mod tls;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -80,12 +82,15 @@ pub fn export_from(env: impl Fn(&str) -> Option<String>) -> Result<Export, Strin
     if endpoint.is_none() && !asked {
         return Ok(Export::Off);
     }
-    if let Some(url) = endpoint.filter(|u| !u.starts_with("http://")) {
+    if let Some(url) = endpoint.filter(|u| !u.starts_with("http://") && !u.starts_with("https://"))
+    {
         return Err(format!(
-            "OTLP endpoint {url}: only http:// is supported (send to a collector beside the operator)"
+            "OTLP endpoint {url}: only http:// and https:// are supported"
         ));
     }
     export_timeout(&env)?;
+    // The certificates are read here too, so that a bad one stops the start.
+    tls::client_config(&env)?;
     let protocol =
         set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"));
     match protocol.as_deref() {
@@ -163,9 +168,15 @@ pub fn init(format: &str, export: Export, runtime: tokio::runtime::Handle) -> Re
 
 fn provider(runtime: tokio::runtime::Handle) -> Result<SdkTracerProvider, String> {
     let timeout = export_timeout(|k| std::env::var(k).ok())?;
+    // http:// or https:// as the endpoint says; https verified by `tls`.
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls::client_config(|k| std::env::var(k).ok())?)
+        .https_or_http()
+        .enable_http1()
+        .build();
     let client = RuntimeClient {
         client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http(),
+            .build(connector),
         runtime,
         timeout,
     };
@@ -348,7 +359,7 @@ impl opentelemetry_sdk::trace::IdGenerator for DerivedOrRandomIds {
 #[derive(Debug, Clone)]
 struct RuntimeClient {
     client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
         Full<Bytes>,
     >,
     runtime: tokio::runtime::Handle,
@@ -445,7 +456,17 @@ mod tests {
         let grpc = export(&[endpoint, ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")]);
         assert!(grpc.unwrap_err().contains("http/protobuf"));
         let tls = export(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")]);
-        assert!(tls.unwrap_err().contains("http://"));
+        assert_eq!(tls, Ok(Export::Otlp));
+        let unknown = export(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://collector:4317")]);
+        assert!(unknown.unwrap_err().contains("https://"));
+        let ca = export(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+        ]);
+        assert!(
+            ca.unwrap_err()
+                .starts_with("OTEL_EXPORTER_OTLP_CERTIFICATE=")
+        );
         let zipkin = export(&[("OTEL_TRACES_EXPORTER", "zipkin")]);
         assert!(zipkin.unwrap_err().contains("otlp"));
     }

@@ -310,3 +310,44 @@ async fn otel_traces_exporter_none_sends_nothing_to_the_endpoint() {
     env.push(("OTEL_TRACES_EXPORTER", "none".into()));
     untraced("traces-none", &env, Some(&receiver)).await;
 }
+
+/// OTLP over TLS to a collector whose certificate a private CA signed: the
+/// exporter trusts the CA `OTEL_EXPORTER_OTLP_CERTIFICATE` names and the
+/// spans arrive. The negative control first: without that variable the
+/// system's roots do not trust the receiver, every handshake fails and no
+/// span arrives.
+#[tokio::test]
+async fn spans_reach_a_collector_over_tls_that_trusts_the_named_ca() {
+    let ns = TestNamespace::new("traces-tls").await;
+    let dir = crate::support::scratch_dir(&ns.name).join("otlp-tls");
+    let receiver = Receiver::start_tls(&dir).await;
+    let mut env = otel_env(&receiver);
+    let (op, classes, _) = acme_ready(&ns, &env).await;
+    wait_for("a failed TLS handshake (the CA not trusted)", T, || async {
+        (receiver.handshakes_failed() > 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        receiver.requests(),
+        0,
+        "nothing is sent over a connection not trusted"
+    );
+    drop(op);
+
+    let ca = dir.join(receiver::tls::CA);
+    env.push(("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.display().to_string()));
+    // The new process reconciles acme as it starts: a trace of its own.
+    let op = start(&ns, &env);
+    let root = wait_for("a reconcile span received over TLS", T, || async {
+        reconciles(&receiver.spans(), &ns.name, "acme")
+            .first()
+            .map(|r| (*r).clone())
+    })
+    .await;
+    assert_eq!(
+        attribute(&root.span.attributes, "k8s.namespace.name").as_deref(),
+        Some(ns.name.as_str())
+    );
+    drop(op);
+    delete_shared_class(&classes, &ns).await;
+}

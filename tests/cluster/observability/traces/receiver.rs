@@ -1,7 +1,10 @@
 //! An OTLP/HTTP trace receiver inside the test: it plays the collector a
 //! cluster would run beside the operator. `POST /v1/traces` with an
 //! `ExportTraceServiceRequest` (protobuf), decoded with the
-//! `opentelemetry-proto` types and kept for the test to read.
+//! `opentelemetry-proto` types and kept for the test to read; over plain
+//! HTTP, or over TLS with a certificate of a private CA (`start_tls`).
+
+pub mod tls;
 
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +30,13 @@ pub struct Received {
 struct Inbox {
     spans: Arc<Mutex<Vec<Received>>>,
     requests: Arc<Mutex<usize>>,
+    handshakes_failed: Arc<Mutex<usize>>,
+}
+
+fn app(inbox: &Inbox) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/traces", axum::routing::post(export))
+        .with_state(inbox.clone())
 }
 
 pub struct Receiver {
@@ -41,9 +51,7 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let inbox = Inbox::default();
-        let app = axum::Router::new()
-            .route("/v1/traces", axum::routing::post(export))
-            .with_state(inbox.clone());
+        let app = app(&inbox);
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -52,6 +60,34 @@ impl Receiver {
             inbox,
             task,
         }
+    }
+
+    /// The receiver over TLS, its certificate (for 127.0.0.1) signed by a CA
+    /// made in `dir`; the CA's certificate is `tls::CA` in `dir`.
+    pub async fn start_tls(dir: &std::path::Path) -> Receiver {
+        let acceptor = tls::acceptor(dir);
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("https://{}", tcp.local_addr().unwrap());
+        let inbox = Inbox::default();
+        let listener = tls::Listener {
+            tcp,
+            acceptor,
+            handshakes_failed: inbox.handshakes_failed.clone(),
+        };
+        let app = app(&inbox);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver {
+            endpoint,
+            inbox,
+            task,
+        }
+    }
+
+    /// TLS handshakes that failed (a client that does not trust the CA).
+    pub fn handshakes_failed(&self) -> usize {
+        *self.inbox.handshakes_failed.lock().unwrap()
     }
 
     pub fn spans(&self) -> Vec<Received> {
