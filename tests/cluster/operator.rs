@@ -74,6 +74,17 @@ impl Operator {
         Self::start_with(namespace, config_yaml, env, options)
     }
 
+    /// The operator for `namespace` under `options`, with the configuration
+    /// most tests run (`config(namespace, "host", "example.com/none")`).
+    pub fn start_in(namespace: &str, options: Options) -> Operator {
+        Operator::start_with(
+            namespace,
+            &config(namespace, "host", "example.com/none"),
+            &[],
+            options,
+        )
+    }
+
     pub fn start_with(
         namespace: &str,
         config_yaml: &str,

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 
 use crate::faults::api_proxy::ApiProxy;
-use crate::operator::{Operator, Options, apply_acme, config, delete_shared_class, shared_class};
+use crate::operator::{Operator, Options, apply_acme, delete_shared_class, shared_class};
 use crate::support::*;
 use kura_core::api::KuraInstance;
 
@@ -33,12 +33,7 @@ async fn an_apply_the_watch_has_not_delivered_is_not_sent_again() {
         ),
         ..Options::default()
     };
-    let op = Operator::start_with(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
-        &[],
-        options,
-    );
+    let op = Operator::start_in(&ns.name, options);
     wait_for("the operator to be ready", T, || async {
         (op.get("/readyz").await?.0 == 200).then_some(())
     })

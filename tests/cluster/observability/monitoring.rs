@@ -16,9 +16,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::operator::{
-    Operator, Options, config, delete_shared_class, free_port, instance, shared_class,
-};
+use crate::operator::{Operator, Options, delete_shared_class, free_port, instance, shared_class};
 use crate::support::*;
 use kura_core::api::KuraInstance;
 
@@ -471,12 +469,7 @@ async fn a_real_prometheus_sees_the_stalled_alert_fire_and_resolve_and_every_das
         lease_duration: Some(Duration::from_secs(15)),
         ..Options::default()
     };
-    let op = Operator::start_with(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
-        &[],
-        options,
-    );
+    let op = Operator::start_in(&ns.name, options);
     let dir = std::env::temp_dir().join(format!("kura-prometheus-{}", ns.name));
     let prometheus = Prometheus::start(&dir, &format!("127.0.0.1:{}", op.metrics_port)).await;
     wait_for("a first scrape", Duration::from_secs(60), || async {

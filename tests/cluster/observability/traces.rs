@@ -351,3 +351,56 @@ async fn spans_reach_a_collector_over_tls_that_trusts_the_named_ca() {
     drop(op);
     delete_shared_class(&classes, &ns).await;
 }
+
+/// A dedicated gateway's pass is a trace of its own too: `reconcile_gateway`
+/// with its steps as children, exported with the semantic-convention names.
+#[tokio::test]
+async fn a_gateways_reconcile_is_a_trace_of_its_steps() {
+    let receiver = Receiver::start().await;
+    let ns = TestNamespace::new("traces-gw").await;
+    let env = otel_env(&receiver);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let config = config(&ns.name, "cloud", crate::gateways::SIM);
+    let op = Operator::start_with_env(&ns.name, &config, &env);
+    let instances: Api<KuraInstance> = ns.api();
+    let body = instance("acme", crate::gateways::IMAGE);
+    apply_json(&instances, "test", body).await.unwrap();
+    wait_ready(&instances, "acme").await;
+    let gateway = kura_core::names::gateway("acme", "r1");
+
+    let (root, names) = wait_for("the trace of the gateway's apply", T, || async {
+        let spans = receiver.spans();
+        spans.iter().find_map(|root| {
+            let a = &root.span.attributes;
+            let ours = root.span.name == "reconcile_gateway"
+                && root.span.parent_span_id.is_empty()
+                && attribute(a, "gateway").as_deref() == Some(gateway.as_str());
+            let names: Vec<String> = children(&spans, root)
+                .iter()
+                .map(|s| s.span.name.clone())
+                .collect();
+            (ours
+                && ["decide", "apply_wave", "status_write"]
+                    .iter()
+                    .all(|n| names.iter().any(|m| m == n)))
+            .then(|| (root.clone(), names))
+        })
+    })
+    .await;
+    assert_eq!(
+        names.first().map(String::as_str),
+        Some("decide"),
+        "{names:?}"
+    );
+    let a = &root.span.attributes;
+    assert_eq!(
+        attribute(a, "k8s.namespace.name").as_deref(),
+        Some(ns.name.as_str())
+    );
+    assert_eq!(
+        attribute(a, "kura.gateway.name").as_deref(),
+        Some(gateway.as_str())
+    );
+    assert!(attribute(a, "revision").is_some_and(|r| !r.is_empty()));
+    drop(op);
+}

@@ -43,12 +43,7 @@ async fn a_restarted_operator_writes_nothing_to_a_converged_fleet() {
         ),
         ..Options::default()
     };
-    let op = Operator::start_with(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
-        &[],
-        options,
-    );
+    let op = Operator::start_in(&ns.name, options);
     // The other caches list meanwhile (the instances among them): a reconcile
     // now would see no StatefulSet at all.
     wait_for(

@@ -247,12 +247,7 @@ async fn a_name_conflicts_stall_ends_once_the_objects_are_gone() {
         resync: Some("10m".into()),
         ..Options::default()
     };
-    let op = Operator::start_with(
-        &ns.name,
-        &config(&ns.name, "host", "example.com/none"),
-        &[],
-        options,
-    );
+    let op = Operator::start_in(&ns.name, options);
     let instances: Api<KuraInstance> = ns.api();
     apply_json(
         &instances,

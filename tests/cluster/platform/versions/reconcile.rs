@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::operator::{Operator, Options, config, instance, wait_ready};
+use crate::operator::{Operator, Options, instance, wait_ready};
 use crate::support::{PrivatePlane, apply_json, create_namespace, create_sim_class, wait_for};
 use kura_core::api::{KuraInstance, Phase};
 
@@ -56,7 +56,7 @@ pub async fn core_reconciles_hold_on(minor: &str, port_offset: u16) {
         replica: Some(format!("k8s-{minor}")),
         ..Options::default()
     };
-    let op = Operator::start_with(NS, &config(NS, "host", "example.com/none"), &[], options);
+    let op = Operator::start_in(NS, options);
     let instances: Api<KuraInstance> = Api::namespaced(client.clone(), NS);
     let sts: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
 
