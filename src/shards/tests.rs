@@ -48,20 +48,36 @@ async fn work_in_flight_is_dropped_when_its_shards_lease_is_lost() {
     let g = gate(2);
     let ns = namespace_of(2, 0);
     holds(&g, 0);
+    let (out, wrote) =
+        work_racing_a_loss(|work| g.run(&ns, work), || g.set(&g.holding, 0, false)).await;
+    assert_eq!(out, None);
+    assert!(!wrote);
+}
+
+/// Work that would write once `lose` has run, run by `run` beside it: what
+/// `run` returned and whether the work wrote.
+async fn work_racing_a_loss<F>(
+    run: impl FnOnce(futures::future::BoxFuture<'static, ()>) -> F,
+    lose: impl FnOnce(),
+) -> (Option<()>, bool)
+where
+    F: std::future::Future<Output = Option<()>>,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
     let (step_tx, step_rx) = tokio::sync::oneshot::channel::<()>();
-    let wrote = std::sync::atomic::AtomicBool::new(false);
-    let work = async {
+    let wrote = Arc::new(AtomicBool::new(false));
+    let writer = wrote.clone();
+    let work = Box::pin(async move {
         let _ = step_rx.await;
-        wrote.store(true, std::sync::atomic::Ordering::SeqCst);
-    };
+        writer.store(true, Ordering::SeqCst);
+    });
     let lose = async {
         tokio::task::yield_now().await;
-        g.set(&g.holding, 0, false);
+        lose();
         let _ = step_tx.send(());
     };
-    let (out, ()) = tokio::join!(g.run(&ns, work), lose);
-    assert_eq!(out, None);
-    assert!(!wrote.load(std::sync::atomic::Ordering::SeqCst));
+    let (out, ()) = tokio::join!(run(work), lose);
+    (out, wrote.load(Ordering::SeqCst))
 }
 
 /// A handover waits for the work in flight: a shard is drained when the
@@ -294,19 +310,14 @@ async fn work_across_shards_runs_only_while_one_is_acted_for() {
     assert_eq!(g.run_while_acting(async { 3 }).await, None, "held");
     g.hold(false);
 
-    let (step_tx, step_rx) = tokio::sync::oneshot::channel::<()>();
-    let wrote = std::sync::atomic::AtomicBool::new(false);
-    let work = async {
-        let _ = step_rx.await;
-        wrote.store(true, std::sync::atomic::Ordering::SeqCst);
-    };
-    let lose = async {
-        tokio::task::yield_now().await;
-        g.set(&g.holding, 1, false);
-        g.set_leased(1, false);
-        let _ = step_tx.send(());
-    };
-    let (out, ()) = tokio::join!(g.run_while_acting(work), lose);
+    let (out, wrote) = work_racing_a_loss(
+        |work| g.run_while_acting(work),
+        || {
+            g.set(&g.holding, 1, false);
+            g.set_leased(1, false);
+        },
+    )
+    .await;
     assert_eq!(out, None, "dropped when the last shard goes");
-    assert!(!wrote.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(!wrote);
 }

@@ -33,12 +33,6 @@ struct Inbox {
     handshakes_failed: Arc<Mutex<usize>>,
 }
 
-fn app(inbox: &Inbox) -> axum::Router {
-    axum::Router::new()
-        .route("/v1/traces", axum::routing::post(export))
-        .with_state(inbox.clone())
-}
-
 pub struct Receiver {
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` for the operator (the exporter adds `/v1/traces`).
     pub endpoint: String,
@@ -50,16 +44,7 @@ impl Receiver {
     pub async fn start() -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let inbox = Inbox::default();
-        let app = app(&inbox);
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Receiver {
-            endpoint,
-            inbox,
-            task,
-        }
+        Receiver::serve(listener, endpoint, Inbox::default())
     }
 
     /// The receiver over TLS, its certificate (for 127.0.0.1) signed by a CA
@@ -74,7 +59,16 @@ impl Receiver {
             acceptor,
             handshakes_failed: inbox.handshakes_failed.clone(),
         };
-        let app = app(&inbox);
+        Receiver::serve(listener, endpoint, inbox)
+    }
+
+    fn serve<L: axum::serve::Listener>(listener: L, endpoint: String, inbox: Inbox) -> Receiver
+    where
+        L::Addr: std::fmt::Debug,
+    {
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(export))
+            .with_state(inbox.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
