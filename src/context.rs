@@ -69,6 +69,8 @@ pub struct Reporting {
     pub metrics: Arc<Metrics>,
     /// Refreshes of counts alone in a status, rationed across the process.
     pub refreshes: crate::refresh_budget::RefreshBudget,
+    /// The fleet rollout's one Event, on this process's Pod.
+    pub fleet: crate::reconcile::events::FleetRollouts,
 }
 
 /// What this process remembers between passes, per object.

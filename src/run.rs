@@ -217,6 +217,7 @@ async fn run(
     let wiring = Wiring {
         client,
         config: config_rx,
+        pod: pod_events_target(&pod.client, &pod.reporter),
         reporter: pod.reporter,
         leader: leader_rx,
         wake: wake_tx,
@@ -545,6 +546,8 @@ struct Wiring {
     client: kube::Client,
     config: tokio::sync::watch::Receiver<std::sync::Arc<kura_core::accepted::Accepted>>,
     reporter: kube::runtime::events::Reporter,
+    /// The operator's own Pod, for the fleet rollout's Event (`None` outside a pod).
+    pod: Option<crate::crd_check::EventTarget>,
     leader: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
     wake: crate::claims::watch::WakeSender,
     gate: std::sync::Arc<crate::shards::Gate>,
@@ -585,6 +588,7 @@ fn context(
             reporter: wiring.reporter,
             metrics: probes.metrics.clone(),
             refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
+            fleet: crate::reconcile::events::FleetRollouts::new(wiring.pod),
         },
         memory: Default::default(),
         wake: wiring.wake,

@@ -120,8 +120,11 @@ pub async fn reconcile(
         decision.revision().map(short).unwrap_or_default().as_str(),
     );
     span.record("origin", tracing::field::debug(origin));
-    if crate::traces::exporting() && rolling_out(&decision, origin) {
-        crate::traces::link_rollout(span, config.fleet_revision());
+    if rolling_out(&decision, origin) {
+        ctx.report.fleet.announce(config.fleet_revision());
+        if crate::traces::exporting() {
+            crate::traces::link_rollout(span, config.fleet_revision());
+        }
     }
     let pass = report::Pass {
         ctx: &ctx,

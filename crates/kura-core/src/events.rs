@@ -149,7 +149,9 @@ fn applied(
             why.join(", ")
         )
     };
-    out.push(Note::new(NoteType::Normal, "Applied", note));
+    if !of_a_fleet_rollout(prev, new, reasons, held) {
+        out.push(Note::new(NoteType::Normal, "Applied", note));
+    }
     if new.last_handled_reapply_at != prev.last_handled_reapply_at
         && let Some(token) = &new.last_handled_reapply_at
     {
@@ -179,6 +181,23 @@ fn applied(
             pruned.kept.join("; "),
         ));
     }
+}
+
+/// An apply that carries a revision the operator originated (its
+/// configuration or release, rolled out across the fleet): no Normal Event
+/// per instance, since the fleet's one Event on the operator's Pod
+/// (`FleetRollout`) says what changed and why. A drift repair of such a
+/// revision (the same revision applied again) and a forced re-apply still
+/// say `Applied`; Warnings are never folded.
+fn of_a_fleet_rollout(
+    prev: &KuraInstanceStatus,
+    new: &KuraInstanceStatus,
+    reasons: &[ApplyReason],
+    held: bool,
+) -> bool {
+    new.applied_origin == Some(crate::rollout::Origin::Operator)
+        && !reasons.contains(&ApplyReason::Forced)
+        && (held || prev.applied_revision != new.applied_revision)
 }
 
 /// Conditions that turned: Stalled (on a failure), a storage change kept
@@ -230,9 +249,9 @@ fn conditions_turned(
 }
 
 /// Ready again at the end of a rollout the operator originated (a
-/// configuration or release change, rolled out across the fleet): its
-/// `Applied` Event said what changed, and status says it is Ready, so a
-/// fleet-wide change costs one Event per instance, not two. A user's change,
+/// configuration or release change, rolled out across the fleet): the
+/// fleet's `FleetRollout` Event said what changed, and status says it is
+/// Ready, so a fleet-wide change costs no Event per instance. A user's change,
 /// a first Ready, and a recovery from anything but the rollout's own progress
 /// still say `Ready`; Warning Events are never folded.
 fn ends_a_fleet_rollout(prev: &KuraInstanceStatus, new: &KuraInstanceStatus) -> bool {
@@ -300,6 +319,59 @@ mod tests {
         );
         let ready = status((ConditionStatus::True, "Active"), Origin::User);
         assert_eq!(reasons(&rolling, &ready), ["Ready"]);
+    }
+
+    fn applied(
+        prev: &KuraInstanceStatus,
+        new: &KuraInstanceStatus,
+        reasons: Vec<ApplyReason>,
+    ) -> Vec<String> {
+        let outcome = Outcome::Applied {
+            reasons,
+            sent: vec!["StatefulSet/acme".into()],
+            inventory: Vec::new(),
+            pruned: PruneOutcome::default(),
+            streak: None,
+            held: None,
+        };
+        notes_for(prev, new, &outcome)
+            .into_iter()
+            .map(|n| n.reason)
+            .collect()
+    }
+
+    /// A new revision the operator originated is said once for the fleet (on
+    /// the operator's Pod), not per instance; the user's, a force and a
+    /// repair of drift still are.
+    #[test]
+    fn a_fleet_rollouts_apply_is_no_event_of_the_instance() {
+        let before = KuraInstanceStatus {
+            applied_revision: Some("r1".into()),
+            ..status((ConditionStatus::True, "Active"), Origin::Operator)
+        };
+        let rolled = status(
+            (ConditionStatus::False, "WorkloadProgressing"),
+            Origin::Operator,
+        );
+        assert!(applied(&before, &rolled, vec![ApplyReason::ManifestDrift]).is_empty());
+        let by_user = status(
+            (ConditionStatus::False, "WorkloadProgressing"),
+            Origin::User,
+        );
+        assert_eq!(
+            applied(&before, &by_user, vec![ApplyReason::ManifestDrift]),
+            ["Applied"]
+        );
+        assert_eq!(
+            applied(&before, &rolled, vec![ApplyReason::Forced]),
+            ["Applied"]
+        );
+        let repaired = applied(
+            &rolled,
+            &rolled,
+            vec![ApplyReason::ChildMissing("Service/acme".into())],
+        );
+        assert_eq!(repaired, ["Applied"]);
     }
 
     /// Ready after anything but the rollout's own progress is news: a

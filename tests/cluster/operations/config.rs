@@ -136,7 +136,7 @@ async fn an_invalid_config_at_runtime_is_reported_and_the_last_valid_one_stays_i
     .await;
     assert_eq!(op.metric("kura_config_valid").await, Some(1.0));
     assert_eq!(op.metric(VALID).await, Some(1.0));
-    wait_applied(
+    let after = wait_applied(
         &instances,
         "acme",
         before.applied_revision.as_deref(),
@@ -163,6 +163,35 @@ async fn an_invalid_config_at_runtime_is_reported_and_the_last_valid_one_stays_i
         },
     )
     .await;
+    // The new revision is the operator's (its configuration changed): the
+    // fleet's one Event on the Pod says so, and the instance publishes no
+    // Normal Event of its own for it (a fleet of N costs one Event, not N).
+    let rollout = wait_for(
+        "the FleetRollout Event on the operator's Pod",
+        Duration::from_secs(30),
+        || async {
+            let found = pod_events(&events, &uid, "FleetRollout").await;
+            (found.len() == 1).then(|| found[0].clone())
+        },
+    )
+    .await;
+    assert_eq!(rollout.type_.as_deref(), Some("Normal"));
+    let revision = kura_core::render::hash::short(after.applied_revision.as_deref().unwrap());
+    let lp = ListParams::default().fields("involvedObject.name=acme");
+    let applied: Vec<String> = events
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Applied"))
+        .filter_map(|e| e.message)
+        .filter(|m| m.contains(revision.as_str()))
+        .collect();
+    assert!(
+        applied.is_empty(),
+        "an Applied Event of the instance: {applied:?}"
+    );
     delete_shared_class(&classes, &ns).await;
 }
 
