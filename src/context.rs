@@ -70,7 +70,7 @@ pub struct Reporting {
     /// Refreshes of counts alone in a status, rationed across the process.
     pub refreshes: crate::refresh_budget::RefreshBudget,
     /// The fleet rollout's one Event, on this process's Pod.
-    pub fleet: crate::reconcile::events::FleetRollouts,
+    pub fleet: crate::fleet_event::FleetRollouts,
 }
 
 /// What this process remembers between passes, per object.

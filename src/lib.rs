@@ -21,6 +21,7 @@ pub mod crd_check;
 pub mod diff;
 pub mod endpoint;
 pub mod fence;
+pub mod fleet_event;
 pub mod gateway;
 pub mod leader;
 pub mod list_strategy;

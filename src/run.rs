@@ -588,7 +588,7 @@ fn context(
             reporter: wiring.reporter,
             metrics: probes.metrics.clone(),
             refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
-            fleet: crate::reconcile::events::FleetRollouts::new(wiring.pod),
+            fleet: crate::fleet_event::FleetRollouts::new(wiring.pod),
         },
         memory: Default::default(),
         wake: wiring.wake,
