@@ -121,7 +121,11 @@ pub async fn reconcile(
     );
     span.record("origin", tracing::field::debug(origin));
     if rolling_out(&decision, origin) {
-        ctx.report.fleet.announce(config.fleet_revision());
+        // A new revision, not a repair of the one applied.
+        let applied = decision.observed.status.applied_revision.as_deref();
+        if decision.revision().is_some_and(|r| Some(r) != applied) {
+            ctx.report.fleet.announce(config.fleet_revision());
+        }
         if crate::traces::exporting() {
             crate::traces::link_rollout(span, config.fleet_revision());
         }

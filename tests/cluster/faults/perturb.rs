@@ -596,9 +596,13 @@ async fn ready_follows_an_outage(
     for ns in namespaces {
         let instances: Api<KuraInstance> = Api::namespaced(client.clone(), ns);
         for i in instances.list(&Default::default()).await.unwrap().items {
-            if i.status
-                .as_ref()
-                .is_some_and(|s| s.phase == Some(Phase::Ready))
+            // A paused instance has no Ready verdict (its phase is Paused
+            // once the operator sees the pause, which `diff`'s convergence
+            // does not wait for: it has nothing to change).
+            if !i.spec.paused
+                && i.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Some(Phase::Ready))
             {
                 ready.push((ns.clone(), i.metadata.name.unwrap_or_default()));
             }
@@ -640,7 +644,7 @@ async fn ready_follows_an_outage(
     // The pods are marked not Ready again on every look: the simulated
     // kubelet may not have seen its namespace's label yet and mark them
     // Ready once more.
-    let unavailable = wait_until(Duration::from_secs(30), || async {
+    let hold_outage = || async {
         for pod in &listed.items {
             let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
             let _ = pods
@@ -651,6 +655,9 @@ async fn ready_follows_an_outage(
                 )
                 .await;
         }
+    };
+    let unavailable = wait_until(Duration::from_secs(30), || async {
+        hold_outage().await;
         sets.get_opt(&name)
             .await
             .ok()
@@ -661,7 +668,9 @@ async fn ready_follows_an_outage(
     .await;
     if unavailable {
         // Two resyncs (3 s each), counted from the StatefulSet's report.
+        // The outage is held (the pods marked again) for the whole window.
         let stood_down = wait_until(Duration::from_secs(6), || async {
+            hold_outage().await;
             says_ready(&instances, &name).await == Some(false)
         })
         .await;
