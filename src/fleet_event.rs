@@ -4,8 +4,9 @@
 use kube::runtime::events::{Event, EventType};
 
 /// The one Normal Event of a fleet rollout: a revision the operator
-/// originated (its configuration or release) rolls out across the fleet with no Normal Event per instance
-/// (`kura_core::events`), so this is where it is said. Once per process and
+/// originated (its configuration or release) rolls out across the fleet with
+/// no Normal Event per instance (`kura_core::events`), so this is where it is
+/// said, through the fenced client as an instance's Events are. Once per process and
 /// fleet revision (a replica that takes over, or a restart, says it again);
 /// outside a pod (no downward API) in the log only.
 pub struct FleetRollouts {

@@ -546,7 +546,8 @@ struct Wiring {
     client: kube::Client,
     config: tokio::sync::watch::Receiver<std::sync::Arc<kura_core::accepted::Accepted>>,
     reporter: kube::runtime::events::Reporter,
-    /// The operator's own Pod, for the fleet rollout's Event (`None` outside a pod).
+    /// The operator's own Pod, for the fleet rollout's Event (`None` outside a
+    /// pod; its client is replaced by the fenced one).
     pod: Option<crate::crd_check::EventTarget>,
     leader: tokio::sync::watch::Receiver<crate::leader::LeaderState>,
     wake: crate::claims::watch::WakeSender,
@@ -561,6 +562,13 @@ fn context(
     probes: &crate::server::Probes,
     ledgers: Option<crate::shards::ledger::Ledgers>,
 ) -> crate::context::Context {
+    // Through the decisions' (fenced) client, as an instance's Events go: a
+    // process past its Lease time says nothing more of the fleet either.
+    let fleet = crate::fleet_event::FleetRollouts::new(
+        wiring
+            .pod
+            .map(|(_, reporter, pod)| (wiring.client.clone(), reporter, pod)),
+    );
     crate::context::Context {
         client: wiring.client,
         stores: streams.stores.clone(),
@@ -588,7 +596,7 @@ fn context(
             reporter: wiring.reporter,
             metrics: probes.metrics.clone(),
             refreshes: crate::refresh_budget::RefreshBudget::new(args.status_refresh_rate),
-            fleet: crate::fleet_event::FleetRollouts::new(wiring.pod),
+            fleet,
         },
         memory: Default::default(),
         wake: wiring.wake,
